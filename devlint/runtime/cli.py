@@ -1,0 +1,149 @@
+"""``devlint runtime``: the command-line front end of the runtime checker.
+
+This module imports torch only inside :func:`run`, so the top-level ``devlint`` CLI can call
+:func:`add_arguments` without torch installed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import os
+import sys
+import warnings
+
+__all__ = ["add_arguments", "run", "load_target", "TargetError"]
+
+_PROG = "devlint runtime"
+
+
+class TargetError(Exception):
+    """The TARGET could not be loaded; the message is one line, ready for the user."""
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add the ``devlint runtime`` arguments to ``parser`` (works without torch)."""
+    parser.add_argument(
+        "target", nargs="?", metavar="TARGET",
+        help="path/file.py:NAME or package.module:NAME, NAME a function returning a TrainingStep; "
+             "default: the built-in reference step (TinyClassifier)")
+    parser.add_argument(
+        "--device", action="append", choices=["cpu", "cuda", "mps"], dest="device",
+        help="device to check (repeatable); default cpu, cuda and mps, absent ones listed as "
+             "skipped; the cpu always runs as the float32 reference")
+    parser.add_argument("--format", choices=["text", "json"], default="text",
+                        help="output format (default text)")
+    parser.add_argument("--seed", type=int, default=0, help="RNG seed for every run (default 0)")
+
+
+def load_target(target: str, seed: int = 0):
+    """Load ``path/file.py:NAME`` or ``package.module:NAME`` and call NAME() for a TrainingStep.
+
+    ``torch.manual_seed(seed)`` is set before NAME() is called, so random weights and data are
+    reproducible. Returns ``(step, warnings)``, the warnings raised while loading.
+
+    Raises:
+        TargetError: the target is malformed, missing, fails to import, or NAME() fails or
+            returns something other than a TrainingStep.
+    """
+    import torch
+
+    from .step import TrainingStep
+
+    source, sep, name = target.rpartition(":")
+    if not sep or not source or not name.isidentifier():
+        raise TargetError(f"target {target!r} is not path/file.py:NAME or package.module:NAME")
+    is_file = source.endswith(".py") or os.sep in source or "/" in source
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", DeprecationWarning)
+        warnings.simplefilter("always", FutureWarning)
+        if is_file:
+            path = os.path.abspath(source)
+            if not os.path.isfile(path):
+                raise TargetError(f"file {source} not found")
+            mod_name = "_devlint_target_" + os.path.splitext(os.path.basename(path))[0]
+            spec = importlib.util.spec_from_file_location(mod_name, path)
+            module = importlib.util.module_from_spec(spec)
+            sys.path.insert(0, os.path.dirname(path))
+            try:
+                sys.modules[mod_name] = module
+                spec.loader.exec_module(module)
+            except BaseException as exc:  # noqa: BLE001 - any failure becomes one line
+                sys.modules.pop(mod_name, None)
+                raise TargetError(f"cannot import {source}: {_one_line(exc)}") from None
+            finally:
+                sys.path.remove(os.path.dirname(path))
+        else:
+            sys.path.insert(0, os.getcwd())
+            try:
+                module = importlib.import_module(source)
+            except BaseException as exc:  # noqa: BLE001
+                raise TargetError(f"cannot import {source}: {_one_line(exc)}") from None
+            finally:
+                sys.path.remove(os.getcwd())
+        factory = getattr(module, name, None)
+        if factory is None:
+            raise TargetError(f"{source} has no {name}")
+        if isinstance(factory, TrainingStep):
+            step = factory
+        elif not callable(factory):
+            raise TargetError(f"{source}:{name} is a {type(factory).__name__}, not a function "
+                              "returning a TrainingStep")
+        else:
+            torch.manual_seed(seed)
+            try:
+                step = factory()
+            except BaseException as exc:  # noqa: BLE001
+                raise TargetError(f"{source}:{name}() raised {_one_line(exc)}") from None
+        if not isinstance(step, TrainingStep):
+            raise TargetError(f"{source}:{name}() returned {type(step).__name__}, not a TrainingStep")
+    if step.name == type(step.model).__name__:
+        step.name = f"{target} ({step.name})"
+    return step, caught
+
+
+def _one_line(exc: BaseException) -> str:
+    text = (str(exc).strip().splitlines() or [""])[0]
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run ``devlint runtime`` with parsed ``args``; print the report; return the exit code.
+
+    Exit codes: 0 every run that ran is within tolerance and there are no findings (devices
+    that are not present do not count), 1 findings or runs beyond tolerance, 2 could not run
+    (torch missing, a bad target, an invalid step): one line on stderr, no traceback.
+    """
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
+        try:
+            import torch  # noqa: F401
+        except ImportError:
+            print(f"{_PROG}: torch is not installed; pip install 'devlint[runtime]'", file=sys.stderr)
+            return 2
+    from .reference import reference_step
+    from .runs import _check
+
+    try:
+        if args.target:
+            step, loaded = load_target(args.target, args.seed)
+        else:
+            step, loaded = reference_step(args.seed), []
+        report = _check(step, args.device, None, None, args.seed, extra_warnings=loaded)
+    except TargetError as exc:
+        print(f"{_PROG}: {exc}", file=sys.stderr)
+        return 2
+    except (TypeError, ValueError) as exc:
+        print(f"{_PROG}: cannot check the step: {_one_line(exc)}", file=sys.stderr)
+        return 2
+    print(report.to_json() if args.format == "json" else report)
+    return 0 if report.ok else 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of ``python -m devlint.runtime``."""
+    parser = argparse.ArgumentParser(prog=_PROG, description="Replay a training step on every "
+                                     "device and precision and explain what breaks")
+    add_arguments(parser)
+    return run(parser.parse_args(argv))

@@ -1,0 +1,212 @@
+"""What :func:`devlint.runtime.check_step` returns: runs, findings, a text table and JSON."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass, field
+
+__all__ = ["Run", "Finding", "Report"]
+
+
+@dataclass
+class Run:
+    """One replay of the step on one device in one precision mode, compared with the reference.
+
+    Attributes:
+        device: ``"cpu"``, ``"cuda"`` or ``"mps"``.
+        mode: ``"float32"``, ``"bfloat16"`` (autocast) or ``"float16"`` (autocast and
+            ``torch.amp.GradScaler``); ``"-"`` on a row for a device that is not present.
+        status: ``"reference"`` (the CPU float32 run everything is compared with), ``"ok"``,
+            ``"mismatch"`` (beyond tolerance), ``"non-finite"`` (inf/NaN loss or gradients),
+            ``"error"`` (the step raised), or ``"skipped"`` (device not present).
+        loss: the loss value of the step (float, unitless), ``None`` when not computed.
+        loss_err: ``|loss - loss_ref| / |loss_ref|``.
+        grad_err: the largest per-parameter gradient relative L2 error.
+        grad_cos: the smallest per-parameter gradient cosine similarity (where checked).
+        update_err: the largest per-parameter update (``after - before``) relative L2 error.
+        skipped_steps: float16 only: steps the GradScaler skipped (inf/NaN gradients) while
+            its scale settled; not a failure.
+        scale: float16 only: the GradScaler scale of the step that counted.
+        error: what went wrong (``status == "error"``), or why a device was skipped.
+    """
+
+    device: str
+    mode: str
+    status: str
+    loss: float | None = None
+    loss_err: float | None = None
+    grad_err: float | None = None
+    grad_cos: float | None = None
+    update_err: float | None = None
+    skipped_steps: int | None = None
+    scale: float | None = None
+    error: str | None = None
+
+    @property
+    def ran(self) -> bool:
+        """True unless the device was not present."""
+        return self.status != "skipped"
+
+
+@dataclass
+class Finding:
+    """One problem found by the runtime checker.
+
+    Attributes:
+        kind: ``device-placement``, ``non-finite``, ``underflow``, ``master-weights``,
+            ``mismatch``, ``deprecation`` or ``step-error``.
+        message: what is wrong.
+        fix: the fix, in a few words.
+        module: the module path inside the model (``"encoder.fc1 (Linear)"``), or where the code
+            ran (``"loss_fn (outside the model)"``); ``None`` when unknown.
+        name: the parameter, buffer or tensor concerned (``"fc1.weight"``), if any.
+        op: the ATen op (``"aten.add.Tensor"``) or API concerned, if any.
+        device: device of the run that showed it (``"meta"`` for the placement probe).
+        mode: precision mode of that run, if any.
+        related: the static devlint rule for the same problem (``"DEV112"``), if any.
+        details: numbers behind the message (ranges, fractions, errors).
+    """
+
+    kind: str
+    message: str
+    fix: str
+    module: str | None = None
+    name: str | None = None
+    op: str | None = None
+    device: str | None = None
+    mode: str | None = None
+    related: str | None = None
+    details: dict = field(default_factory=dict)
+
+
+def _num(x: float | None, fmt: str = ".1e") -> str:
+    if x is None:
+        return "-"
+    if isinstance(x, float) and math.isinf(x):
+        return "inf"
+    if x == 0:
+        return "0"
+    return format(x, fmt)
+
+
+@dataclass
+class Report:
+    """The result of :func:`devlint.runtime.check_step`.
+
+    ``str(report)`` is a table (one row per run: loss, errors against the reference, skipped
+    GradScaler steps, status), then run errors, notes and findings. :meth:`to_json` holds the
+    same content.
+
+    Attributes:
+        step: the step's name.
+        seed: the seed every run started from.
+        torch_version: ``torch.__version__``.
+        runs: one :class:`Run` per device and mode, including skipped devices.
+        findings: the :class:`Finding` list, in the order found.
+        notes: remarks that are not findings (for example a probe that could not finish).
+    """
+
+    step: str
+    seed: int
+    torch_version: str
+    runs: list[Run] = field(default_factory=list)
+    findings: list[Finding] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        """True when every run that ran is within tolerance and there are no findings."""
+        return not self.findings and all(
+            r.status in ("reference", "ok") for r in self.runs if r.ran
+        )
+
+    def to_dict(self) -> dict:
+        """The report as plain JSON-ready data (``inf`` becomes the string ``"inf"``)."""
+
+        def clean(obj):
+            if isinstance(obj, float) and not math.isfinite(obj):
+                return str(obj)
+            if isinstance(obj, dict):
+                return {k: clean(v) for k, v in obj.items()}
+            if isinstance(obj, (list, tuple)):
+                return [clean(v) for v in obj]
+            return obj
+
+        data = {
+            "step": self.step,
+            "seed": self.seed,
+            "torch_version": self.torch_version,
+            "ok": self.ok,
+            "runs": [asdict(r) for r in self.runs],
+            "findings": [asdict(f) for f in self.findings],
+            "notes": list(self.notes),
+        }
+        return clean(data)
+
+    def to_json(self, indent: int | None = 2) -> str:
+        """The report as a JSON string (same content as ``str(report)``)."""
+        return json.dumps(self.to_dict(), indent=indent)
+
+    def assert_ok(self) -> None:
+        """Raise ``AssertionError`` carrying the readable report unless :attr:`ok`."""
+        if not self.ok:
+            raise AssertionError("\n" + str(self))
+
+    def __str__(self) -> str:
+        header = ["device", "mode", "loss", "loss err", "grad err", "grad cos", "update err",
+                  "skipped steps", "status"]
+        rows = []
+        for r in self.runs:
+            ref = r.status == "reference"
+            skipped = "-" if r.skipped_steps is None else str(r.skipped_steps)
+            if r.scale is not None:
+                skipped += f" (scale {r.scale:g})"
+            status = r.status
+            if r.status == "skipped":
+                status = f"skipped: {r.error}"
+            rows.append([
+                r.device, r.mode,
+                "-" if r.loss is None else ("inf/nan" if not math.isfinite(r.loss) else f"{r.loss:.6f}"),
+                "ref" if ref else _num(r.loss_err),
+                "ref" if ref else _num(r.grad_err),
+                "ref" if ref else _num(r.grad_cos, ".6f"),
+                "ref" if ref else _num(r.update_err),
+                skipped, status,
+            ])
+        widths = [max(len(h), *(len(row[i]) for row in rows)) if rows else len(h)
+                  for i, h in enumerate(header)]
+
+        def line(cells):
+            return "  ".join(c.ljust(w) for c, w in zip(cells, widths)).rstrip()
+
+        out = [f"devlint runtime: {self.step}, seed {self.seed}, torch {self.torch_version}", ""]
+        out.append(line(header))
+        out.append(line(["-" * w for w in widths]))
+        out.extend(line(row) for row in rows)
+        errors = [r for r in self.runs if r.status == "error" and r.error]
+        if errors:
+            out += ["", "run errors:"]
+            out += [f"  {r.device} {r.mode}: {r.error}" for r in errors]
+        if self.notes:
+            out += ["", "notes:"]
+            out += [f"  {n}" for n in self.notes]
+        out.append("")
+        if not self.findings:
+            out.append("ok: every run is within tolerance, no findings" if self.ok
+                       else "failed: see the runs above")
+            return "\n".join(out)
+        out.append(f"findings ({len(self.findings)}):")
+        for i, f in enumerate(self.findings, 1):
+            where = f"{f.device} {f.mode}" if f.mode else (f.device or "")
+            out.append(f"{i}. [{f.kind}]" + (f" {where}" if where else "")
+                       + (f" (static rule {f.related})" if f.related else ""))
+            out.append(f"   {f.message}")
+            parts = [f"module: {f.module}" if f.module else "",
+                     f"tensor: {f.name}" if f.name else "",
+                     f"op: {f.op}" if f.op else ""]
+            parts = [p for p in parts if p]
+            if parts:
+                out.append("   " + "; ".join(parts))
+            out.append(f"   fix: {f.fix}")
+        return "\n".join(out)

@@ -1,0 +1,77 @@
+"""The :class:`TrainingStep` a user hands to :func:`devlint.runtime.check_step`."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+__all__ = ["TrainingStep", "map_tensors"]
+
+
+@dataclass
+class TrainingStep:
+    """One training step, described so that devlint can replay it on any device and precision.
+
+    Attributes:
+        model: the ``torch.nn.Module`` to train, on any device and in any dtype (float32 is
+            expected; see the ``master-weights`` finding). devlint only ever works on deep copies
+            of it: the model you pass is never mutated, moved, or cast.
+        batch: the inputs of one step: a tensor, or any nesting of tensors in tuples, lists,
+            named tuples and dicts (non-tensor leaves are passed through unchanged). devlint
+            moves every tensor to the device of each run with ``.to(device)``.
+        loss_fn: ``loss_fn(model, batch) -> loss``, where ``loss`` is a scalar (0-dim, or one
+            element) floating-point tensor. It runs inside ``torch.autocast`` for the
+            mixed-precision runs, so it must not open its own autocast region or call
+            ``backward``.
+        optimizer: a factory ``optimizer(params) -> torch.optim.Optimizer``, for example
+            ``lambda params: torch.optim.SGD(params, lr=0.01)``; called once per run, so every
+            run starts with fresh optimizer state.
+        name: a label for reports; defaults to the model's class name.
+
+    Raises:
+        TypeError: a field has the wrong type (for example an optimizer instance instead of a
+            factory).
+    """
+
+    model: torch.nn.Module
+    batch: Any
+    loss_fn: Callable[[torch.nn.Module, Any], torch.Tensor]
+    optimizer: Callable[[Iterable[torch.nn.Parameter]], torch.optim.Optimizer]
+    name: str = ""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.model, torch.nn.Module):
+            raise TypeError(
+                f"model is a {type(self.model).__name__}, not a torch.nn.Module; "
+                "pass the module itself"
+            )
+        if isinstance(self.optimizer, torch.optim.Optimizer):
+            raise TypeError(
+                "optimizer is an Optimizer instance; pass a factory such as "
+                "lambda params: torch.optim.SGD(params, lr=0.01)"
+            )
+        if not callable(self.optimizer):
+            raise TypeError("optimizer is not callable; pass a factory params -> Optimizer")
+        if not callable(self.loss_fn):
+            raise TypeError("loss_fn is not callable; pass a function (model, batch) -> loss")
+        if not self.name:
+            self.name = type(self.model).__name__
+
+
+def map_tensors(fn: Callable[[torch.Tensor], Any], obj: Any) -> Any:
+    """Apply ``fn`` to every tensor in a nesting of tuples, named tuples, lists and dicts.
+
+    Containers keep their type; other leaves are returned unchanged.
+    """
+    if isinstance(obj, torch.Tensor):
+        return fn(obj)
+    if isinstance(obj, tuple) and hasattr(obj, "_fields"):
+        return type(obj)(*(map_tensors(fn, v) for v in obj))
+    if isinstance(obj, (tuple, list)):
+        return type(obj)(map_tensors(fn, v) for v in obj)
+    if isinstance(obj, Mapping):
+        return type(obj)((k, map_tensors(fn, v)) for k, v in obj.items())
+    return obj
