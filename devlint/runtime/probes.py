@@ -54,11 +54,12 @@ def module_label(model: torch.nn.Module, parents: set[str]) -> str:
     return f"{name} (not a registered submodule of {root})"
 
 
-def _unregistered_tensors(model: torch.nn.Module) -> dict[int, tuple[str, str]]:
-    """Tensors ``model.to(device)`` does not move: id -> (kind, dotted name).
+def _unregistered_tensors(model: torch.nn.Module) -> dict[int, tuple]:
+    """Tensors ``model.to(device)`` does not move: id -> (kind, dotted name, holder).
 
     kind is ``"attribute"`` (a plain tensor attribute, not a buffer) or ``"list"`` (a
-    parameter or buffer of a layer held in a plain list, tuple or dict attribute).
+    parameter or buffer of a layer held in a plain list, tuple or dict attribute; holder is
+    that layer, ``"layers[0] (Linear)"``).
     """
     found: dict[int, tuple[str, str]] = {}
     for mname, mod in model.named_modules():
@@ -67,7 +68,7 @@ def _unregistered_tensors(model: torch.nn.Module) -> dict[int, tuple[str, str]]:
             if attr in ("_parameters", "_buffers", "_modules"):
                 continue
             if isinstance(val, torch.Tensor) and not isinstance(val, torch.nn.Parameter):
-                found[id(val)] = ("attribute", prefix + attr)
+                found[id(val)] = ("attribute", prefix + attr, None)
                 continue
             items = val.items() if isinstance(val, dict) else (
                 enumerate(val) if isinstance(val, (list, tuple)) else ())
@@ -76,7 +77,7 @@ def _unregistered_tensors(model: torch.nn.Module) -> dict[int, tuple[str, str]]:
                     continue
                 label = f"{prefix}{attr}[{key!r}]" if isinstance(val, dict) else f"{prefix}{attr}[{key}]"
                 for pname, t in list(item.named_parameters()) + list(item.named_buffers()):
-                    found[id(t)] = ("list", f"{label}.{pname}")
+                    found[id(t)] = ("list", f"{label}.{pname}", f"{label} ({type(item).__name__})")
     return found
 
 
@@ -115,7 +116,7 @@ class _DeviceProbe(_Mode):
         self.tracker = tracker
         self.model = model
         self.mixes: list[_Mix] = []
-        self.made = WeakIdKeyDictionary()  # tensor off the stand-in -> (op, module) that made it
+        self.made = WeakIdKeyDictionary()  # tensor off the stand-in -> its origin, see _remember
 
     def _off(self, t: torch.Tensor) -> bool:
         return t.device.type != STAND_IN and not (t.dim() == 0 and t.device.type == "cpu")
@@ -128,8 +129,7 @@ class _DeviceProbe(_Mode):
         if on_target and offenders and str(func) not in _CROSS_DEVICE_OK:
             module = module_label(self.model, self.tracker.parents)
             for t in offenders:
-                made = self.made.get(t)
-                key = ("made",) + made if made else ("id", id(t))
+                key = self.made.get(t) or ("id", id(t))
                 self.mixes.append(_Mix(str(func), module, key, t, self.tracker.is_bw))
             args, kwargs = tree_map_only(
                 torch.Tensor, lambda t: t.to(STAND_IN) if self._off(t) else t, (args, kwargs))
@@ -137,15 +137,28 @@ class _DeviceProbe(_Mode):
         out = func(*args, **kwargs)
         if not on_target:
             try:
-                source = next((self.made[t] for t in tensors if t in self.made), None)
-                if source is None:
-                    source = (str(func), module_label(self.model, self.tracker.parents))
-                for o in _tensors(out):
-                    if self._off(o):
-                        self.made[o] = source
+                self._remember(func, tensors, out)
             except Exception:  # bookkeeping must never break the user's step
                 pass
         return out
+
+    def _remember(self, func, tensors, out) -> None:
+        """Record where each tensor off the stand-in device comes from.
+
+        ``("made", op, module)``: a factory (an op with no such input) made it, or made the
+        tensor it derives from; ``("id", id)``: it is, or derives from, a tensor that existed
+        before the step (a parameter, attribute or captured tensor).
+        """
+        origin = next((self.made[t] for t in tensors if t in self.made), None)
+        if origin is None:
+            leaf = next((t for t in tensors if self._off(t)), None)
+            if leaf is not None:
+                origin = ("id", id(leaf))
+            else:
+                origin = ("made", str(func), module_label(self.model, self.tracker.parents))
+        for o in _tensors(out):
+            if self._off(o) and o not in self.made:
+                self.made[o] = origin
 
 
 _MISMATCH = 'on an accelerator this raises "Expected all tensors to be on the same device"'
@@ -185,8 +198,9 @@ def device_probe(step: TrainingStep) -> tuple[list[Finding], str | None]:
     seen: set = set()
     for mix in probe.mixes:
         t = mix.offender
-        kind, name = unmoved.get(id(t), (None, None))
-        key = (kind, name) if kind else mix.key
+        kind, name, holder = (unmoved.get(mix.key[1], (None,) * 3) if mix.key[0] == "id"
+                              else (None,) * 3)
+        key = (kind, holder or name) if kind else mix.key
         if key in seen:
             continue
         seen.add(key)
@@ -200,14 +214,15 @@ def device_probe(step: TrainingStep) -> tuple[list[Finding], str | None]:
                 "register it in __init__ with self.register_buffer(...)",
                 module=mix.module, name=name, op=mix.op, device=STAND_IN, related="DEV113"))
         elif kind == "list":
-            holder = name.split("[", 1)[0]
+            container = name.split("[", 1)[0]
             findings.append(Finding(
                 "device-placement",
-                f"{name} belongs to a layer held in the plain Python container {holder}: "
-                f"model.to(device) leaves it on {t.device.type} and the optimizer never sees it; "
-                f"{where} mixes it with the model's tensors; {_MISMATCH}",
-                f"hold the layers in nn.ModuleList (or nn.ModuleDict) instead of {holder}",
-                module=mix.module, name=name, op=mix.op, device=STAND_IN, related="DEV114"))
+                f"layer {holder} is held in the plain Python container {container}: "
+                f"model.to(device) leaves its parameters on {t.device.type} and the optimizer never "
+                f"sees them; {mix.op} mixes {name} with the model's tensors; {_MISMATCH}",
+                f"hold the layers in nn.ModuleList (or nn.ModuleDict) instead of {container}",
+                module=f"{holder}, in a plain container", name=name, op=mix.op, device=STAND_IN,
+                related="DEV114"))
         elif mix.key[0] == "made":
             maker, maker_module = mix.key[1], mix.key[2]
             findings.append(Finding(

@@ -167,7 +167,7 @@ class Report:
                 status = f"skipped: {r.error}"
             rows.append([
                 r.device, r.mode,
-                "-" if r.loss is None else ("inf/nan" if not math.isfinite(r.loss) else f"{r.loss:.6f}"),
+                "-" if r.loss is None else ("inf/nan" if not math.isfinite(r.loss) else f"{r.loss:.6g}"),
                 "ref" if ref else _num(r.loss_err),
                 "ref" if ref else _num(r.grad_err),
                 "ref" if ref else _num(r.grad_cos, ".6f"),

@@ -65,6 +65,7 @@ def _run(step: TrainingStep, device: str, mode: str, seed: int, scaled: bool = T
     raw = _Raw(device, mode)
     tracker = ModuleTracker()
     model = None
+    phase = "copying the model"
     try:
         model = copy.deepcopy(step.model)
         batch = step.batch
@@ -83,8 +84,10 @@ def _run(step: TrainingStep, device: str, mode: str, seed: int, scaled: bool = T
             if attempt:
                 model.load_state_dict(start)
             torch.manual_seed(seed)
+            phase = "optimizer"
             optimizer = step.optimizer(model.parameters())
             model.zero_grad(set_to_none=True)
+            phase = "step"
             with tracker:
                 with torch.autocast(device_type=device, dtype=DTYPES[mode], enabled=mode != "float32"):
                     loss = _scalar_loss(step.loss_fn(model, batch))
@@ -127,8 +130,10 @@ def _run(step: TrainingStep, device: str, mode: str, seed: int, scaled: bool = T
             raw.error_kind = "device"
         else:
             raw.error_kind = "other"
-        if model is not None:
+        if phase == "step":
             raw.module = probes.module_label(model, tracker.parents)
+        else:
+            raw.module = f"({phase})"
     return raw
 
 

@@ -1,0 +1,229 @@
+"""check_step on the CPU: the reference step, each broken fixture, tolerances, the report."""
+
+import importlib.util
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import torch.nn as nn  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+from devlint.runtime import Report, Tolerances, TrainingStep, check_step  # noqa: E402
+from devlint.runtime.reference import TinyClassifier, reference_step  # noqa: E402
+
+STEPS = Path(__file__).resolve().parents[1] / "fixtures" / "runtime" / "steps.py"
+_spec = importlib.util.spec_from_file_location("devlint_runtime_fixture_steps", STEPS)
+steps = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(steps)
+
+CUDA = torch.cuda.is_available()
+
+
+def _check(factory, **kw) -> Report:
+    torch.manual_seed(0)
+    return check_step(factory(), devices=["cpu"], **kw)
+
+
+def _kinds(report):
+    return [f.kind for f in report.findings]
+
+
+@pytest.fixture(scope="module")
+def reference_report():
+    return check_step(reference_step())
+
+
+def test_reference_step_is_clean(reference_report):
+    r = reference_report
+    assert r.ok, str(r)
+    assert r.findings == []
+    cpu = {run.mode: run for run in r.runs if run.device == "cpu"}
+    assert [cpu[m].status for m in ("float32", "bfloat16", "float16")] == ["reference", "ok", "ok"]
+    assert all(math.isfinite(run.loss) for run in cpu.values())
+    assert cpu["bfloat16"].grad_err < 1.6e-2 and cpu["float16"].grad_err < 1e-2
+    assert cpu["float16"].skipped_steps == 0 and cpu["float16"].scale == 65536.0
+    r.assert_ok()
+
+
+@pytest.mark.skipif(CUDA, reason="checks how a missing CUDA device is reported")
+def test_missing_devices_are_listed_as_skipped(reference_report):
+    skipped = {run.device: run for run in reference_report.runs if run.status == "skipped"}
+    assert "cuda" in skipped and "is_available() is False" in skipped["cuda"].error
+    assert "skipped: no CUDA device" in str(reference_report)
+
+
+def test_reference_step_matches_the_seed_example():
+    step = reference_step(0)
+    torch.manual_seed(0)
+    model = TinyClassifier()
+    x = torch.randn(4, 10)
+    y = torch.randint(0, 2, (4,))
+    assert torch.equal(step.batch[0], x) and torch.equal(step.batch[1], y)
+    assert torch.equal(step.model.fc1.weight, model.fc1.weight)
+    assert isinstance(step.optimizer(model.parameters()), torch.optim.SGD)
+
+
+def test_text_and_json_hold_the_same_content(reference_report):
+    text = str(reference_report)
+    data = json.loads(reference_report.to_json())
+    assert data["ok"] is True and data["findings"] == []
+    header = text.splitlines()[2]
+    for col in ("device", "mode", "loss", "grad err", "skipped steps", "status"):
+        assert col in header
+    for run in data["runs"]:
+        assert run["device"] in text and run["status"] in text
+        if run["loss"] is not None:
+            assert f"{run['loss']:.6g}" in text
+
+
+def test_users_model_is_not_mutated():
+    step = steps.arange_in_forward()
+    before = {k: v.clone() for k, v in step.model.state_dict().items()}
+    params = list(step.model.parameters())
+    check_step(step)
+    after = step.model.state_dict()
+    assert before.keys() == after.keys()
+    assert all(torch.equal(before[k], after[k]) for k in before)
+    assert list(step.model.parameters()) == params
+    assert all(p.grad is None and p.device.type == "cpu" and p.dtype == torch.float32 for p in params)
+    assert step.batch[0].device.type == "cpu"
+
+
+def test_device_less_arange_in_forward_is_caught_and_named():
+    r = _check(steps.arange_in_forward)
+    (f,) = [f for f in r.findings if f.kind == "device-placement"]
+    assert f.module == "pos (AddPosition)"
+    assert f.op == "aten.add.Tensor"
+    assert "aten.arange" in f.name and f.related == "DEV112"
+    assert "device=" in f.fix
+    assert not r.ok
+
+
+def test_tensor_attribute_is_caught():
+    r = _check(steps.tensor_attribute)
+    (f,) = r.findings
+    assert (f.kind, f.name, f.related, f.op) == ("device-placement", "scale", "DEV113", "aten.mul.Tensor")
+    assert "register_buffer" in f.fix
+
+
+def test_layers_in_a_python_list_are_caught():
+    r = _check(steps.layer_list)
+    placement = [f for f in r.findings if f.kind == "device-placement"]
+    assert {f.module for f in placement} == {"layers[0] (Linear), in a plain container",
+                                              "layers[1] (Linear), in a plain container"}
+    assert all(f.related == "DEV114" and "ModuleList" in f.fix for f in placement)
+
+
+def test_correct_placement_is_not_flagged():
+    r = _check(steps.clean)
+    assert r.ok, str(r)
+
+
+def test_float16_overflow_is_caught_and_bfloat16_is_clean():
+    r = _check(steps.fp16_overflow)
+    runs = {run.mode: run for run in r.runs}
+    assert runs["float16"].status == "non-finite"
+    assert runs["float16"].skipped_steps == 0  # reported at once, not retried
+    assert runs["bfloat16"].status == "ok"
+    (f,) = [f for f in r.findings if f.kind == "non-finite"]
+    assert f.module == "fc1 (Linear)" and f.op == "aten._to_copy.default"
+    assert "bfloat16 runs clean" in f.message
+    (lo_hi,) = [i for i in f.details["inputs"] if i[0] == "float32"]
+    assert max(abs(lo_hi[2]), abs(lo_hi[3])) > 65504
+
+
+def test_underflow_is_measured():
+    r = _check(steps.tiny_gradients)
+    (f,) = [f for f in r.findings if f.kind == "underflow"]
+    assert f.details["fraction"] > 0.5
+    assert f.details["kept_by_scaler"] == f.details["lost"]
+    assert f.name in dict(steps.tiny_gradients().model.named_parameters())
+
+
+def test_half_model_is_caught():
+    r = _check(steps.half_model)
+    (f,) = [f for f in r.findings if f.kind == "master-weights"]
+    assert f.related == "DEV208" and f.details["dtype"] == "float16"
+    fp16 = next(run for run in r.runs if run.mode == "float16")
+    assert fp16.status == "error" and "Attempting to unscale FP16 gradients" in fp16.error
+
+
+def test_deprecation_warnings_are_reported_once():
+    r = _check(steps.deprecated_api)
+    deps = [f for f in r.findings if f.kind == "deprecation"]
+    assert len(deps) == 1
+    assert deps[0].op == "torch.cuda.amp.autocast" and deps[0].related == "DEV206"
+
+
+def test_scaler_calibration_counts_skipped_steps():
+    def loud_loss(model, batch):
+        x, y = batch
+        return F.cross_entropy(model(x), y) * 20
+
+    torch.manual_seed(0)
+    r = check_step(TrainingStep(TinyClassifier(), (torch.randn(4, 10), torch.randint(0, 2, (4,))),
+                                loud_loss, lambda p: torch.optim.SGD(p, lr=0.01)), devices=["cpu"])
+    fp16 = next(run for run in r.runs if run.mode == "float16")
+    assert fp16.skipped_steps >= 1 and fp16.scale < 65536
+    assert fp16.status == "ok", str(r)
+
+
+def test_gradients_that_always_overflow_end_the_calibration():
+    def huge_loss(model, batch):
+        x, y = batch
+        return F.cross_entropy(model(x), y) * 1e6
+
+    torch.manual_seed(0)
+    r = check_step(TrainingStep(TinyClassifier(), (torch.randn(4, 10), torch.randint(0, 2, (4,))),
+                                huge_loss, lambda p: torch.optim.SGD(p, lr=0.01)), devices=["cpu"])
+    fp16 = next(run for run in r.runs if run.mode == "float16")
+    assert fp16.status == "non-finite" and "skipped all" in fp16.error
+    (f,) = [f for f in r.findings if f.kind == "non-finite"]
+    assert "backward" in f.message
+
+
+def test_tolerances_can_be_tightened_and_mismatches_name_parameters():
+    exact = Tolerances(rtol=0.0, atol=0.0, cos_min=1.0)
+    r = check_step(reference_step(), devices=["cpu"], modes=["bfloat16"], tolerances={"bfloat16": exact})
+    names = {f.name for f in r.findings if f.kind == "mismatch"}
+    assert {"fc1.weight", "fc2.weight"} <= names
+    assert any(f.module == "fc1 (Linear)" for f in r.findings)
+    with pytest.raises(AssertionError, match="mismatch"):
+        r.assert_ok()
+
+
+def test_bad_arguments_raise():
+    with pytest.raises(ValueError, match="unknown device"):
+        check_step(reference_step(), devices=["tpu"])
+    with pytest.raises(ValueError, match="unknown mode"):
+        check_step(reference_step(), modes=["float8"])
+    model = TinyClassifier()
+    with pytest.raises(TypeError, match="factory"):
+        TrainingStep(model, torch.randn(4, 10), lambda m, b: m(b).sum(), torch.optim.SGD(model.parameters(), lr=0.1))
+
+
+def test_nested_batches_and_bad_loss():
+    model = nn.Linear(3, 1)
+    batch = {"inputs": [torch.randn(2, 3)], "meta": ("tag", 7)}
+    r = check_step(TrainingStep(model, batch, lambda m, b: m(b["inputs"][0]).mean(),
+                                lambda p: torch.optim.SGD(p, lr=0.1)), devices=["cpu"])
+    assert r.ok, str(r)
+    bad = check_step(TrainingStep(model, batch, lambda m, b: m(b["inputs"][0]),
+                                  lambda p: torch.optim.SGD(p, lr=0.1)), devices=["cpu"])
+    assert bad.findings[0].kind == "step-error" and "scalar" in bad.findings[0].message
+
+
+@pytest.mark.skipif(not CUDA, reason="needs a CUDA device")
+def test_cuda_runs_and_explains_device_mismatch():
+    r = check_step(reference_step(), devices=["cuda"])
+    cuda = [run for run in r.runs if run.device == "cuda"]
+    assert [run.status for run in cuda] == ["ok", "ok", "ok"], str(r)
+    torch.manual_seed(0)
+    bad = check_step(steps.arange_in_forward(), devices=["cuda"])
+    errors = [run for run in bad.runs if run.device == "cuda" and run.status == "error"]
+    assert errors and all("device" in run.error for run in errors)
+    assert any(f.kind == "device-placement" for f in bad.findings)
