@@ -1,0 +1,167 @@
+"""The ``devlint`` command: ``check`` (the linter), ``rule`` (rule docs), ``runtime``.
+
+Exit codes, as ruff's: 0 no findings, 1 findings, 2 usage or internal error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+from typing import Iterable, Sequence
+
+from . import __version__
+from . import noqa
+from .engine import PARSE_ERROR, enabled_rules, lint
+from .finding import Finding
+from .rules import all_rules
+
+SKIP_DIRS = {".git", ".hg", ".svn", "__pycache__", ".venv", "venv", ".env", "env", ".tox", ".nox",
+             "node_modules", ".mypy_cache", ".pytest_cache", ".ruff_cache", ".devlint_cache", "site-packages",
+             "build", "dist", ".eggs"}
+
+
+def _codes(value: str) -> list[str]:
+    return [c.strip().upper() for c in value.split(",") if c.strip()]
+
+
+def discover(paths: Sequence[str]) -> Iterable[str]:
+    """Files to lint: named files as given; directories recursed for ``*.py``, skipping VCS
+    folders, virtual environments (any folder holding ``pyvenv.cfg``) and caches."""
+    for raw in paths:
+        path = Path(raw)
+        if not path.is_dir():
+            yield raw
+            continue
+        for root, dirs, files in os.walk(path):
+            dirs[:] = sorted(
+                d for d in dirs if d not in SKIP_DIRS and not d.endswith(".egg-info")
+                and not os.path.exists(os.path.join(root, d, "pyvenv.cfg"))
+            )
+            for name in sorted(files):
+                if name.endswith((".py", ".pyi")):
+                    yield os.path.join(root, name)
+
+
+def check_file(path: str, select: Sequence[str], ignore: Sequence[str]) -> list[Finding]:
+    """Findings of one file after ``# noqa``; a file that cannot be read gives one DEV000."""
+    try:
+        data = sys.stdin.buffer.read() if path == "-" else Path(path).read_bytes()
+    except OSError as exc:
+        return [Finding(path, 1, 0, PARSE_ERROR, f"could not read: {exc.strerror or exc}", 1, 0)]
+    findings = lint(data, path, select, ignore)
+    if not findings:
+        return findings
+    try:
+        from .engine import decode
+
+        text = decode(data)
+    except (SyntaxError, UnicodeDecodeError, LookupError):
+        return findings
+    return noqa.apply(findings, text)
+
+
+def format_text(finding: Finding) -> str:
+    """``path:line:col: CODE message`` with a 1-based column, as flake8 and ruff print."""
+    return f"{finding.path}:{finding.line}:{finding.column + 1}: {finding.code} {finding.message}"
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    select = _codes(args.select) if args.select else ["DEV"]
+    ignore = _codes(args.ignore) if args.ignore else []
+    if args.extend_select:
+        select += _codes(args.extend_select)
+    rules = enabled_rules(select, ignore)
+    if not rules and not any(PARSE_ERROR.startswith(s) or s.startswith(PARSE_ERROR) for s in select):
+        print(f"devlint: error: no rule matches --select {','.join(select)}", file=sys.stderr)
+        return 2
+    files = list(discover(args.paths or ["."]))
+    findings: list[Finding] = []
+    for path in files:
+        findings.extend(check_file(path, select, ignore))
+    findings.sort(key=lambda f: (f.path, f.line, f.column, f.code))
+    out = sys.stdout
+    for finding in findings:
+        out.write(format_text(finding) + "\n")
+    if findings:
+        noun = "finding" if len(findings) == 1 else "findings"
+        touched = len({f.path for f in findings})
+        out.write(f"Found {len(findings)} {noun} in {touched} of {len(files)} files.\n")
+    else:
+        out.write(f"All checks passed ({len(files)} files).\n")
+    return 1 if findings else 0
+
+
+def cmd_rule(args: argparse.Namespace) -> int:
+    rules = all_rules()
+    if args.all or not args.code:
+        for rule in rules:
+            print(f"{rule.code}  {rule.name:<40} {rule.summary()}")
+        return 0
+    wanted = args.code.upper()
+    for rule in rules:
+        if wanted in (rule.code, rule.name.upper()):
+            print(rule.docs())
+            return 0
+    print(f"devlint: error: unknown rule {args.code}", file=sys.stderr)
+    return 2
+
+
+def cmd_runtime(args: argparse.Namespace) -> int:
+    from .runtime import cli as runtime_cli  # torch is imported only past this point
+
+    return runtime_cli.run(args)
+
+
+def build_parser(with_runtime: bool = False) -> argparse.ArgumentParser:
+    """The argument parser; the ``runtime`` subcommand's options are added only when it is
+    the command being run, so that ``devlint check`` never imports torch."""
+    parser = argparse.ArgumentParser(prog="devlint", description="Lint PyTorch code for device portability and mixed-precision correctness.")
+    parser.add_argument("--version", action="version", version=f"devlint {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    check = sub.add_parser("check", help="lint files and directories")
+    check.add_argument("paths", nargs="*", metavar="PATH", help="files or directories (default: .)")
+    check.add_argument("--select", help="comma-separated code prefixes to enable (default: DEV)")
+    check.add_argument("--extend-select", help="code prefixes to enable on top of --select")
+    check.add_argument("--ignore", help="comma-separated code prefixes to disable")
+    check.set_defaults(func=cmd_check)
+
+    rule = sub.add_parser("rule", help="show a rule's docs, or list every rule")
+    rule.add_argument("code", nargs="?", help="a code (DEV101) or name (hardcoded-accelerator-device)")
+    rule.add_argument("--all", action="store_true", help="list code, name and summary of every rule")
+    rule.set_defaults(func=cmd_rule)
+
+    runtime = sub.add_parser("runtime", help="run a training step on every device and compare (needs torch)")
+    if with_runtime:
+        from .runtime import cli as runtime_cli
+
+        runtime_cli.add_arguments(runtime)
+    runtime.set_defaults(func=cmd_runtime)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(with_runtime=bool(argv) and argv[0] == "runtime")
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:
+        return int(exc.code or 0) if exc.code in (0, None) else 2
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        return args.func(args)
+    except KeyboardInterrupt:
+        return 2
+    except BrokenPipeError:
+        return 1
+    except Exception as exc:  # noqa: BLE001 - an internal error is exit 2, with one line
+        print(f"devlint: internal error: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

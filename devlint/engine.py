@@ -1,0 +1,344 @@
+"""Source text -> findings: pre-screen, one libcst parse, one traversal for every rule.
+
+``lint(source, path)`` is the single entry point every front end uses. The traversal is an
+explicit-stack walk over the parsed tree (no node is rebuilt, no recursion limit is hit on a
+3,000-term expression); positions are resolved with libcst's ``PositionProvider`` only for
+files that have findings.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from typing import Iterable, Sequence
+
+import libcst as cst
+from libcst.metadata import MetadataWrapper, PositionProvider
+
+from . import guards
+from .finding import Finding
+from .names import ImportTable, dotted
+from .rule import Analysis, Participant, Rule
+from .rules import all_rules
+
+PARSE_ERROR = "DEV000"
+
+
+class Scope:
+    """A module, class or function body: ``kind`` is ``"module"``, ``"class"`` or
+    ``"function"``; ``node`` its libcst node; ``parent`` the enclosing scope."""
+
+    __slots__ = ("kind", "node", "parent", "name")
+
+    def __init__(self, kind: str, node: cst.CSTNode, parent: "Scope | None", name: str) -> None:
+        self.kind, self.node, self.parent, self.name = kind, node, parent, name
+
+    @property
+    def enclosing_class(self) -> "Scope | None":
+        """The class whose method this scope is (``None`` for plain functions)."""
+        if self.kind == "function" and self.parent is not None and self.parent.kind == "class":
+            return self.parent
+        return self if self.kind == "class" else None
+
+
+class Context:
+    """Per-file state shared by the engine, the analyses and the rules.
+
+    ``names`` resolves dotted torch names; ``guarded`` tells whether the node being visited
+    sits under an availability guard (:mod:`devlint.guards`); ``scope`` is the innermost
+    module/class/function; ``text`` is the source.
+    """
+
+    def __init__(self, path: str, text: str) -> None:
+        self.path, self.text = path, text
+        self.names = ImportTable()
+        self.guard_names: set[str] = set()
+        self.negative_guard_names: set[str] = set()
+        self.scope: Scope | None = None
+        self.guard_depth = 0
+        self._guard_nodes: set[int] = set()
+        self._analyses: dict[type, Analysis] = {}
+        self.reports: list[tuple[Rule, cst.CSTNode, str, object]] = []
+
+    @property
+    def guarded(self) -> bool:
+        """True while visiting code that only runs where an accelerator exists."""
+        return self.guard_depth > 0
+
+    def resolve(self, node: cst.CSTNode | None) -> str | None:
+        """Dotted name through the imports (``T.cuda.Event`` -> ``torch.cuda.Event``)."""
+        return self.names.resolve(node)
+
+    def guard(self, node: cst.CSTNode | None) -> None:
+        """Mark ``node`` (a block, statement or expression) as guarded."""
+        if node is not None:
+            self._guard_nodes.add(id(node))
+
+    def analysis(self, kind: type[Analysis]) -> Analysis:
+        """The shared analysis instance of this file."""
+        return self._analyses[kind]
+
+    def report(self, rule: Rule, node: cst.CSTNode, message: str, fix=None) -> None:
+        self.reports.append((rule, node, message, fix))
+
+
+class _Core(Participant):
+    """The engine's own bookkeeping: imports, scopes and availability guards."""
+
+    def visit_Import(self, node: cst.Import) -> None:
+        self.ctx.names.add(node)
+
+    def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
+        self.ctx.names.add(node)
+
+    def visit_Module(self, node: cst.Module) -> None:
+        for statement in node.body:  # imports first: a function above an import still resolves
+            if isinstance(statement, cst.SimpleStatementLine):
+                for small in statement.body:
+                    if isinstance(small, (cst.Import, cst.ImportFrom)):
+                        self.ctx.names.add(small)
+        self.ctx.scope = Scope("module", node, None, "<module>")
+        self._early_exits(node.body)
+
+    def _enter(self, kind: str, node) -> None:
+        if self.ctx.scope is not None and self.ctx.scope.kind == "module":
+            self.ctx.names.forget(node.name.value)  # a module-level def shadows an import
+        if guards.decorator_guards(node.decorators, self.ctx):
+            self.ctx.guard(node.body)
+        self.ctx.scope = Scope(kind, node, self.ctx.scope, node.name.value)
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        self._enter("function", node)
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> None:
+        self._enter("class", node)
+
+    def leave_FunctionDef(self, node) -> None:
+        self.ctx.scope = self.ctx.scope.parent
+
+    leave_ClassDef = leave_FunctionDef
+
+    def visit_If(self, node: cst.If) -> None:
+        pol = guards.polarity(node.test, self.ctx)
+        if pol == 1:
+            self.ctx.guard(node.body)
+        elif pol == -1:
+            self.ctx.guard(node.orelse)
+
+    def visit_IfExp(self, node: cst.IfExp) -> None:
+        pol = guards.polarity(node.test, self.ctx)
+        self.ctx.guard(node.body if pol == 1 else node.orelse if pol == -1 else None)
+
+    def visit_BooleanOperation(self, node: cst.BooleanOperation) -> None:
+        if isinstance(node.operator, cst.And) and guards.polarity(node.left, self.ctx) == 1:
+            self.ctx.guard(node.right)
+
+    def visit_IndentedBlock(self, node: cst.IndentedBlock) -> None:
+        self._early_exits(node.body)
+
+    def _early_exits(self, body: Sequence[cst.BaseStatement]) -> None:
+        """``if not torch.cuda.is_available(): return`` / ``assert torch.cuda.is_available()``
+        / ``pytestmark = pytest.mark.skipif(not ...)`` guard the statements after them."""
+        for i, statement in enumerate(body):
+            opens = False
+            if isinstance(statement, cst.If) and statement.orelse is None:
+                opens = guards.polarity(statement.test, self.ctx) == -1 and guards.exits(statement, self.ctx)
+            elif isinstance(statement, cst.SimpleStatementLine):
+                for small in statement.body:
+                    if isinstance(small, cst.Assert):
+                        opens = opens or guards.polarity(small.test, self.ctx) == 1
+                    elif isinstance(small, cst.Assign) and any(dotted(t.target) == "pytestmark" for t in small.targets):
+                        opens = opens or guards.decorator_guards([cst.Decorator(small.value)], self.ctx)
+            if opens:
+                for rest in body[i + 1:]:
+                    self.ctx.guard(rest)
+                return
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        pol = guards.polarity(node.value, self.ctx)
+        if pol:
+            names = self.ctx.guard_names if pol == 1 else self.ctx.negative_guard_names
+            for target in node.targets:
+                name = dotted(target.target)
+                if name:
+                    names.add(name)
+
+    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+        if node.value is not None and guards.polarity(node.value, self.ctx) == 1:
+            name = dotted(node.target)
+            if name:
+                self.ctx.guard_names.add(name)
+
+
+# ---- the walk -------------------------------------------------------------------------------
+
+_SKIP_FIELDS = {
+    "lpar", "rpar", "leading_lines", "lines_after_decorators", "header", "footer", "comma",
+    "semicolon", "equal", "colon", "dot", "lbracket", "rbracket", "lbrace", "rbrace",
+    "operator", "asynchronous", "star", "star_tok", "decorators", "newline", "trailing_whitespace",
+}
+_ORDER = {
+    cst.FunctionDef: ("params", "returns", "body"),
+    cst.ClassDef: ("bases", "keywords", "body"),
+}
+_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def _fields(kind: type) -> tuple[str, ...]:
+    names = _ORDER.get(kind)
+    if names is None:
+        names = tuple(
+            f.name for f in dataclasses.fields(kind)
+            if f.name not in _SKIP_FIELDS and not f.name.startswith("whitespace")
+        )
+    _FIELDS[kind] = names
+    return names
+
+
+def _walk(module: cst.Module, visit: dict, leave: dict, ctx: Context) -> None:
+    """Visit every node once, in source order, without recursion; decorators are visited
+    before their function or class is entered."""
+    marks = ctx._guard_nodes
+    fields = _FIELDS
+    stack: list[tuple[cst.CSTNode, int]] = [(module, 0)]
+    pop, push = stack.pop, stack.append
+    while stack:
+        node, state = pop()
+        kind = type(node)
+        if state == 2:
+            for hook in leave.get(kind, ()):
+                hook(node)
+            if id(node) in marks:
+                ctx.guard_depth -= 1
+            continue
+        if state == 0 and (kind is cst.FunctionDef or kind is cst.ClassDef) and node.decorators:
+            push((node, 1))
+            for decorator in reversed(node.decorators):
+                push((decorator.decorator, 0))
+            continue
+        if id(node) in marks:
+            ctx.guard_depth += 1
+        for hook in visit.get(kind, ()):
+            hook(node)
+        push((node, 2))
+        names = fields.get(kind) or _fields(kind)
+        children = []
+        for name in names:
+            value = getattr(node, name)
+            if isinstance(value, cst.CSTNode):
+                children.append(value)
+            elif isinstance(value, (tuple, list)):
+                children.extend(v for v in value if isinstance(v, cst.CSTNode))
+        for child in reversed(children):
+            if id(child) in marks or type(child).__module__ != "libcst._nodes.whitespace":
+                push((child, 0))
+
+
+def _tables(participants: Iterable[Participant]) -> tuple[dict, dict]:
+    visit: dict[type, list] = {}
+    leave: dict[type, list] = {}
+    for participant in participants:
+        for attr in dir(type(participant)):
+            prefix, _, node_name = attr.partition("_")
+            if prefix not in ("visit", "leave") or not node_name:
+                continue
+            kind = getattr(cst, node_name, None)
+            if isinstance(kind, type):
+                (visit if prefix == "visit" else leave).setdefault(kind, []).append(getattr(participant, attr))
+    return visit, leave
+
+
+# ---- selection and entry point -------------------------------------------------------------
+
+def is_selected(code: str, select: Sequence[str] = ("DEV",), ignore: Sequence[str] = ()) -> bool:
+    """Code-prefix selection, the most specific prefix winning (ruff's and flake8's rule):
+    ``select=["DEV"], ignore=["DEV1"]`` drops DEV101 but ``select=["DEV101"]`` keeps it."""
+    chosen = max((len(p) for p in select if code.startswith(p)), default=-1)
+    dropped = max((len(p) for p in ignore if code.startswith(p)), default=-1)
+    return chosen >= 0 and chosen > dropped
+
+
+def enabled_rules(select: Sequence[str] = ("DEV",), ignore: Sequence[str] = ()) -> list[type[Rule]]:
+    """Rule classes whose code the selection keeps."""
+    return [r for r in all_rules() if is_selected(r.code, select, ignore)]
+
+
+def could_match(text: str, rules: Sequence[type[Rule]]) -> bool:
+    """The pre-screen: can any of these rules match this text at all?"""
+    return any(t in text for r in rules for t in r.triggers)
+
+
+def decode(data: bytes) -> str:
+    """Bytes -> text, honouring a PEP 263 coding cookie and a BOM.
+
+    Raises ``SyntaxError`` for an unknown encoding and ``UnicodeDecodeError`` for bytes
+    that do not decode."""
+    import io
+    import tokenize
+
+    encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+    text = data.decode(encoding)
+    return text[1:] if text.startswith("\ufeff") else text
+
+
+def lint(
+    source: str | bytes,
+    path: str = "<stdin>",
+    select: Sequence[str] = ("DEV",),
+    ignore: Sequence[str] = (),
+    rules: Sequence[type[Rule]] | None = None,
+) -> list[Finding]:
+    """All findings of the selected rules in ``source``, sorted by position.
+
+    Never raises on bad input: text that cannot be decoded or parsed gives one ``DEV000``
+    finding at the failing line; an internal failure gives one ``DEV000`` naming it.
+    ``noqa`` comments are *not* applied here (flake8 applies its own; the CLI applies
+    :mod:`devlint.noqa`)."""
+    rules = enabled_rules(select, ignore) if rules is None else rules
+    try:
+        text = decode(source) if isinstance(source, bytes) else source
+    except (SyntaxError, UnicodeDecodeError, LookupError) as exc:
+        return [Finding(path, 1, 0, PARSE_ERROR, f"could not parse: {exc}", 1, 0)]
+    if not rules or not could_match(text, rules):
+        return []
+    try:
+        module = cst.parse_module(text)
+    except cst.ParserSyntaxError as exc:
+        line, col = max(exc.raw_line, 1), max(exc.raw_column, 0)
+        reason = str(exc.message).splitlines()[0] if exc.message else "syntax error"
+        return [Finding(path, line, col, PARSE_ERROR, f"could not parse: {reason}, line {line}", line, col)]
+    except Exception as exc:  # noqa: BLE001 - the native parser may raise other errors
+        return [Finding(path, 1, 0, PARSE_ERROR, f"could not parse: {type(exc).__name__}: {exc}", 1, 0)]
+    limit = sys.getrecursionlimit()
+    try:
+        sys.setrecursionlimit(max(limit, 20000))  # libcst's codegen recurses per nesting level
+        return _analyse(module, path, text, rules)
+    except Exception as exc:  # noqa: BLE001 - one bad file never aborts a run
+        return [Finding(path, 1, 0, PARSE_ERROR, f"could not analyse: {type(exc).__name__}: {exc}", 1, 0)]
+    finally:
+        sys.setrecursionlimit(limit)
+
+
+def _analyse(module: cst.Module, path: str, text: str, rules: Sequence[type[Rule]]) -> list[Finding]:
+    ctx = Context(path, text)
+    analyses: list[Analysis] = []
+    for rule in rules:
+        for kind in rule.requires:
+            if kind not in ctx._analyses:
+                ctx._analyses[kind] = kind(ctx)
+                analyses.append(ctx._analyses[kind])
+    participants = [_Core(ctx), *analyses, *(rule(ctx) for rule in rules)]
+    visit, leave = _tables(participants)
+    _walk(module, visit, leave, ctx)
+    if not ctx.reports:
+        return []
+    positions = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+    findings = set()
+    for rule, node, message, fix in ctx.reports:
+        where = positions.get(node)
+        if where is None:
+            continue
+        findings.add(
+            Finding(path, where.start.line, where.start.column, rule.code, message, where.end.line, where.end.column, fix)
+        )
+    return sorted(findings)

@@ -1,0 +1,51 @@
+"""The one data type every front end consumes: a :class:`Finding`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Edit:
+    """Replace the text between two positions (1-based lines, 0-based columns) by ``text``."""
+
+    line: int
+    column: int
+    end_line: int
+    end_column: int
+    text: str
+
+
+@dataclass(frozen=True)
+class Fix:
+    """An autofix: a few words on what it does, its edits, and whether it is safe.
+
+    A *safe* fix keeps the program's behaviour on every device; an unsafe one may change it
+    and is applied only with ``--unsafe-fixes`` (ruff's terms).
+    """
+
+    description: str
+    edits: tuple[Edit, ...]
+    safe: bool = True
+
+
+@dataclass(frozen=True, order=True)
+class Finding:
+    """One diagnostic: where (1-based line, 0-based column, end exclusive), which code, what.
+
+    ``message`` excludes the code; :attr:`text` gives the ``"DEV101 ..."`` form front ends print.
+    """
+
+    path: str
+    line: int
+    column: int
+    code: str
+    message: str
+    end_line: int = 0
+    end_column: int = 0
+    fix: Fix | None = field(default=None, compare=False)
+
+    @property
+    def text(self) -> str:
+        """``"CODE message"``, the form flake8 and the text output show."""
+        return f"{self.code} {self.message}"

@@ -1,0 +1,73 @@
+"""Resolve local names to dotted torch names through the module's own imports.
+
+A light import-alias table instead of libcst's QualifiedNameProvider (which costs several
+parses): ``import torch as T`` makes ``T.cuda.synchronize`` resolve to
+``torch.cuda.synchronize``; ``from torch.cuda.amp import GradScaler`` makes ``GradScaler``
+resolve to ``torch.cuda.amp.GradScaler``. A name that was never imported resolves to ``None``,
+so a local function that happens to be called ``autocast`` is not torch's.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+
+def dotted(node: cst.CSTNode | None) -> str | None:
+    """``a.b.c`` for a Name/Attribute chain, else ``None``."""
+    parts = []
+    while isinstance(node, cst.Attribute):
+        parts.append(node.attr.value)
+        node = node.value
+    if isinstance(node, cst.Name):
+        parts.append(node.value)
+        return ".".join(reversed(parts))
+    return None
+
+
+class ImportTable:
+    """Map of local name -> dotted module path, filled from ``import`` statements."""
+
+    def __init__(self) -> None:
+        self.aliases: dict[str, str] = {}
+
+    def add(self, node: cst.Import | cst.ImportFrom) -> None:
+        """Record the names an import statement binds."""
+        if isinstance(node, cst.Import):
+            for alias in node.names:
+                full = dotted(alias.name)
+                if full is None:
+                    continue
+                if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
+                    self.aliases[alias.asname.name.value] = full
+                else:
+                    top = full.split(".", 1)[0]
+                    self.aliases[top] = top
+            return
+        if node.relative or isinstance(node.names, cst.ImportStar):
+            return
+        module = dotted(node.module)
+        if module is None:
+            return
+        for alias in node.names:
+            name = dotted(alias.name)
+            if name is None:
+                continue
+            local = name
+            if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
+                local = alias.asname.name.value
+            self.aliases[local] = f"{module}.{name}"
+
+    def forget(self, name: str) -> None:
+        """A module-level ``def``/``class`` of that name shadows the import."""
+        self.aliases.pop(name, None)
+
+    def resolve(self, node: cst.CSTNode | None) -> str | None:
+        """Dotted name of ``node`` through the imports, e.g. ``torch.cuda.amp.GradScaler``."""
+        name = dotted(node)
+        if name is None:
+            return None
+        head, _, rest = name.partition(".")
+        full = self.aliases.get(head)
+        if full is None:
+            return None
+        return f"{full}.{rest}" if rest else full

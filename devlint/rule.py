@@ -1,0 +1,83 @@
+"""The base class of every rule, and of the shared analyses rules read.
+
+A rule is one class in one file of :mod:`devlint.rules`, named after the pattern it flags.
+It carries its code, name, message, flagged and clean examples (run as tests; the first of
+each becomes the "Example" and "Use instead" sections of its docs) and the prose of its docs.
+It inspects the tree through ``visit_<Node>``/``leave_<Node>`` methods, as a libcst visitor
+does; the engine calls every rule's methods from one traversal of one parse.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+import libcst as cst
+
+
+#: Prepended to every example before it runs as a test: examples, like ruff's, omit the imports.
+PREAMBLE = "import torch\nimport torch.nn as nn\n"
+
+
+class Participant:
+    """Something with ``visit_<Node>``/``leave_<Node>`` hooks that the engine calls.
+
+    ``ctx`` is the :class:`devlint.engine.Context` of the file being linted.
+    """
+
+    requires: ClassVar[tuple[type["Analysis"], ...]] = ()
+
+    def __init__(self, ctx) -> None:
+        self.ctx = ctx
+
+
+class Analysis(Participant):
+    """A shared analysis (dataflow, autocast regions...): computed once per file, in the same
+    traversal, before any rule's hook for the same node runs. Rules get it with
+    ``self.ctx.analysis(TheAnalysis)``."""
+
+
+class Rule(Participant):
+    """One diagnostic code. Subclasses set the class attributes below."""
+
+    code: ClassVar[str]
+    name: ClassVar[str]
+    #: The finding's text after the code: what is wrong, then the fix in a few words.
+    message: ClassVar[str]
+    #: Substrings a file must contain for this rule to possibly match (pre-screen).
+    triggers: ClassVar[tuple[str, ...]] = ("torch",)
+    #: Sources with ``# expect: CODE`` markers on the lines that must be reported; they run
+    #: after :data:`PREAMBLE` (``import torch``, ``import torch.nn as nn``).
+    flagged: ClassVar[tuple[str, ...]] = ()
+    #: Sources that must give no finding of this code.
+    clean: ClassVar[tuple[str, ...]] = ()
+    what_it_does: ClassVar[str] = ""
+    why_bad: ClassVar[str] = ""
+    fix_safety: ClassVar[str] = "This rule has no autofix."
+
+    def report(self, node: cst.CSTNode, message: str | None = None, fix=None) -> None:
+        """Record a finding of this rule at ``node`` (position resolved after the traversal)."""
+        self.ctx.report(self, node, message or self.message, fix)
+
+    @staticmethod
+    def runnable(example: str) -> str:
+        """The example as a test runs it: :data:`PREAMBLE` followed by the example."""
+        return PREAMBLE + example
+
+    @classmethod
+    def summary(cls) -> str:
+        """First line of the class docstring."""
+        return (cls.__doc__ or "").strip().splitlines()[0] if cls.__doc__ else cls.name
+
+    @classmethod
+    def docs(cls) -> str:
+        """The rule's docs in ruff's sections, as Markdown."""
+        parts = [f"# {cls.name} ({cls.code})", "", cls.summary(), ""]
+        parts += ["## What it does", cls.what_it_does.strip(), ""]
+        parts += ["## Why is this bad?", cls.why_bad.strip(), ""]
+        if cls.flagged:
+            parts += ["## Example", "```python", cls.flagged[0].strip("\n"), "```", ""]
+        if cls.clean:
+            parts += ["## Use instead", "```python", cls.clean[0].strip("\n"), "```", ""]
+        parts += ["## Fix safety", cls.fix_safety.strip(), ""]
+        parts += ["## Message", f"`{cls.code} {cls.message}`", ""]
+        return "\n".join(parts)

@@ -1,0 +1,50 @@
+"""DEV102: ``.cuda()`` on a tensor or module."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from ..rule import Rule
+
+
+class CudaMethodCall(Rule):
+    """`.cuda()` pins a tensor or module to CUDA."""
+
+    code = "DEV102"
+    name = "cuda-method-call"
+    message = ".cuda() pins this to CUDA: use .to(device)"
+    triggers = (".cuda(",)
+    what_it_does = """
+Flags `.cuda()` and `.cuda(N)` calls on any tensor or module outside an availability guard.
+`torch.cuda` the module is left alone, and so is `.cuda()` under
+`if torch.cuda.is_available():` or `if x.is_cuda:`."""
+    why_bad = """
+`.cuda()` raises `AssertionError: Torch not compiled with CUDA enabled` on a machine without
+CUDA, and it cannot target Apple's MPS or Intel's XPU. `.to(device)` with a device chosen once
+runs everywhere."""
+    flagged = (
+        '''model = torch.nn.Linear(4, 2).cuda()  # expect: DEV102
+x = torch.randn(3, 4).cuda(0)  # expect: DEV102
+''',
+    )
+    clean = (
+        '''device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+model = torch.nn.Linear(4, 2).to(device)
+x = torch.randn(3, 4).to(device)
+''',
+        '''model = torch.nn.Linear(4, 2)
+if torch.cuda.is_available():
+    model = model.cuda()
+print(torch.cuda.device_count())
+''',
+    )
+    fix_safety = "This rule has no autofix: the device variable to move to is the author's choice."
+
+    def visit_Call(self, node: cst.Call) -> None:
+        func = node.func
+        if not isinstance(func, cst.Attribute) or func.attr.value != "cuda" or self.ctx.guarded:
+            return
+        receiver = self.ctx.resolve(func.value)
+        if receiver is not None and receiver.split(".", 1)[0] in ("torch", "numba", "cupy", "jax"):
+            return  # a module attribute, not the tensor method
+        self.report(node)

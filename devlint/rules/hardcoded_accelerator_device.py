@@ -1,0 +1,155 @@
+"""DEV101: a literal accelerator device."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from ..devices import device_arguments, is_cpu, literal_device
+from ..guards import string_value
+from ..names import dotted
+from ..rule import Rule
+
+_DEFAULT_SETTERS = {"torch.set_default_device", "torch.set_default_tensor_type"}
+
+
+class HardcodedAcceleratorDevice(Rule):
+    """A literal "cuda" (or "mps", "xpu") device outside an availability guard."""
+
+    code = "DEV101"
+    name = "hardcoded-accelerator-device"
+    message = 'hardcoded device "{device}": choose the device once, e.g. torch.device("cuda" if torch.cuda.is_available() else "cpu"), and pass it along'
+    triggers = ("cuda", "mps", "xpu")
+    what_it_does = """
+Flags a string literal naming an accelerator (`"cuda"`, `"cuda:N"`, `"mps"`, `"xpu"`) used as
+a device: `torch.device("cuda")`, `.to("cuda")`, `device="cuda"` on any call,
+`map_location="cuda"`, `torch.autocast("cuda")`/`device_type="cuda"`,
+`torch.amp.GradScaler("cuda")`, `torch.set_default_device("cuda")`, and a name bound to such a
+literal that is then used as a device (the assignment is reported). Code under an availability
+guard (`if torch.cuda.is_available():`, `"cuda" if torch.cuda.is_available() else "cpu"`,
+`if device.type == "cuda":`) is left alone, as are comparisons and strings that are not
+devices. Setting the *global* default device or tensor type to CUDA is reported even under a
+guard: it also moves tensors that library code (a DataLoader's sampler) expects on the CPU."""
+    why_bad = """
+The program then fails on a machine without that accelerator (a laptop, a CPU-only CI runner)
+with `AssertionError: Torch not compiled with CUDA enabled` or `RuntimeError: Found no NVIDIA
+driver`, although nothing in it needs CUDA. Choosing the device once and passing it along lets
+the same code run on every machine."""
+    flagged = (
+        '''model = torch.nn.Linear(4, 2).to("cuda")  # expect: DEV101
+x = torch.randn(3, 4, device="cuda")  # expect: DEV101
+''',
+        '''DEVICE = "cuda:0"  # expect: DEV101
+
+
+def run(model, x):
+    return model.to(DEVICE)(x.to(DEVICE))
+''',
+        '''if torch.cuda.is_available():
+    torch.set_default_device("cuda")  # expect: DEV101
+state = torch.load("ckpt.pt", map_location="cuda")  # expect: DEV101
+''',
+    )
+    clean = (
+        '''device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+model = torch.nn.Linear(4, 2).to(device)
+x = torch.randn(3, 4, device=device)
+''',
+        '''import os
+os.environ["CUDA_VISIBLE_DEVICES"] = "0"
+if torch.cuda.is_available():
+    x = torch.ones(2, device="cuda")
+device = torch.device("cpu")
+if device.type == "cuda":
+    torch.cuda.synchronize(device="cuda")
+print("running on", "cuda")
+''',
+        '''device = "cuda"
+if not torch.cuda.is_available():
+    device = "cpu"
+model = torch.nn.Linear(4, 2).to(device)
+''',
+    )
+    fix_safety = "This rule has no autofix: which variable holds the device is the author's choice."
+
+    def __init__(self, ctx) -> None:
+        super().__init__(ctx)
+        # per scope: name -> [literal node, used as device?, also bound to something else?]
+        self._bindings: list[dict[str, list]] = [{}]
+
+    # -- names bound to a literal -------------------------------------------------------------
+    def _bind(self, name: str, value: cst.BaseExpression) -> None:
+        scope = self._bindings[-1]
+        if literal_device(value) is not None and not self.ctx.guarded:
+            entry = scope.get(name)
+            if entry is None:
+                scope[name] = [value, False, False]
+            return
+        if name in scope:
+            scope[name][2] = True  # reassigned (e.g. the "cpu" fallback): not a fixed device
+        elif value is not None and (is_cpu(value) or literal_device(value) is not None):
+            scope[name] = [None, False, True]
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        for target in node.targets:
+            name = dotted(target.target)
+            if name:
+                self._bind(name, node.value)
+
+    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+        name = dotted(node.target)
+        if name and node.value is not None:
+            self._bind(name, node.value)
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        self._bindings.append({})
+        for param in (*node.params.params, *node.params.kwonly_params):
+            if param.default is not None:
+                self._bind(param.name.value, param.default)
+
+    def leave_FunctionDef(self, node: cst.FunctionDef) -> None:
+        self._flush(self._bindings.pop())
+
+    def leave_Module(self, node: cst.Module) -> None:
+        self._flush(self._bindings.pop())
+
+    def _flush(self, scope: dict[str, list]) -> None:
+        for literal, used, rebound in scope.values():
+            if literal is not None and used and not rebound:
+                self.report(literal, self.message.format(device=literal_device(literal)))
+
+    def _use(self, expr: cst.BaseExpression) -> None:
+        name = dotted(expr)
+        if name is None:
+            return
+        for scope in (self._bindings[-1], self._bindings[0]):
+            if name in scope:
+                scope[name][1] = True
+                return
+
+    # -- literals in device positions ---------------------------------------------------------
+    def visit_Call(self, node: cst.Call) -> None:
+        name = self.ctx.resolve(node.func)
+        if name in _DEFAULT_SETTERS and node.args:
+            arg = node.args[0].value
+            device = literal_device(arg) or _cuda_tensor_type(arg, self.ctx)
+            if device:
+                self.report(arg, self.message.format(device=device))
+            return
+        if name in ("torch.amp.GradScaler", "torch.GradScaler") and any(
+            a.keyword is not None and a.keyword.value == "enabled" for a in node.args
+        ):
+            return  # enabled= decides per device; the literal only names the scaler's kind
+        for arg in device_arguments(node, self.ctx):
+            device = literal_device(arg)
+            if device is None:
+                self._use(arg)
+            elif not self.ctx.guarded:
+                self.report(arg, self.message.format(device=device))
+
+
+def _cuda_tensor_type(node: cst.CSTNode, ctx) -> str | None:
+    """``"torch.cuda.FloatTensor"`` or ``torch.cuda.FloatTensor`` -> ``"cuda"``."""
+    value = string_value(node)
+    if value is None:
+        value = ctx.resolve(node) or ""
+    return "cuda" if value.startswith("torch.cuda.") else None

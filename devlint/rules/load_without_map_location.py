@@ -1,0 +1,45 @@
+"""DEV104: ``torch.load`` without ``map_location``."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from ..rule import Rule
+
+
+class LoadWithoutMapLocation(Rule):
+    """`torch.load(f)` with no `map_location` cannot load a GPU checkpoint on a CPU."""
+
+    code = "DEV104"
+    name = "load-without-map-location"
+    message = "torch.load without map_location fails on a CPU-only machine for a checkpoint saved on a GPU: pass map_location=device"
+    what_it_does = """
+Flags `torch.load(f)` calls that pass no `map_location` (keyword or second positional
+argument) outside an availability guard. Any `map_location` (a device variable, `"cpu"`, a
+lambda, a dict) satisfies it; `weights_only` is irrelevant. A call that forwards `**kwargs` is
+left alone, since the keyword may be among them."""
+    why_bad = """
+`torch.load` restores each tensor to the device it was saved from. A checkpoint written on a
+GPU then raises `RuntimeError: Attempting to deserialize object on a CUDA device but
+torch.cuda.is_available() is False` on a CPU-only machine."""
+    flagged = (
+        '''state = torch.load("checkpoint.pt")  # expect: DEV104
+''',
+    )
+    clean = (
+        '''device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+state = torch.load("checkpoint.pt", map_location=device)
+other = torch.load("other.pt", "cpu")
+''',
+    )
+    fix_safety = "This rule has no autofix: which device to load onto is the author's choice."
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if self.ctx.guarded or self.ctx.resolve(node.func) != "torch.load":
+            return
+        positional = [a for a in node.args if a.keyword is None and not a.star]
+        if len(positional) >= 2 or any(a.star for a in node.args):
+            return
+        if any(a.keyword is not None and a.keyword.value == "map_location" for a in node.args):
+            return
+        self.report(node)

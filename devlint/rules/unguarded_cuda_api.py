@@ -1,0 +1,61 @@
+"""DEV105: a ``torch.cuda`` call that raises without CUDA, outside a guard."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from ..rule import Rule
+
+_RAISING = frozenset(
+    {
+        "synchronize", "set_device", "current_device", "get_device_name", "get_device_properties",
+        "get_device_capability", "memory_allocated", "max_memory_allocated", "memory_reserved",
+        "max_memory_reserved", "reset_peak_memory_stats", "reset_max_memory_allocated",
+        "mem_get_info", "Event", "Stream", "current_stream", "default_stream",
+        "FloatTensor", "DoubleTensor", "HalfTensor", "BFloat16Tensor", "LongTensor", "IntTensor",
+        "ShortTensor", "CharTensor", "ByteTensor", "BoolTensor",
+    }
+)
+
+
+class UnguardedCudaApi(Rule):
+    """A `torch.cuda` call that raises on a machine without CUDA, outside a guard."""
+
+    code = "DEV105"
+    name = "unguarded-cuda-api"
+    message = "torch.cuda.{api}() raises without CUDA: guard it with torch.cuda.is_available()"
+    what_it_does = """
+Flags calls of the `torch.cuda` API that raise when CUDA is absent — `synchronize`,
+`set_device`, `current_device`, `get_device_name`, `get_device_properties`, the memory
+statistics (`memory_allocated`, `max_memory_allocated`, `reset_peak_memory_stats`, ...),
+`Event`, `Stream` and the legacy typed constructors (`torch.cuda.FloatTensor`, ...) — outside
+an availability guard. `is_available`, `device_count`, `manual_seed(_all)` and `empty_cache`
+are safe without CUDA and left alone; `torch.cuda.amp.*` is DEV206's."""
+    why_bad = """
+These calls initialise CUDA and raise `AssertionError: Torch not compiled with CUDA enabled`
+(or `RuntimeError: No CUDA GPUs are available`) on a CPU-only machine, often in timing or
+logging code that the program does not need there."""
+    flagged = (
+        '''import time
+start = time.perf_counter()
+torch.cuda.synchronize()  # expect: DEV105
+print("peak", torch.cuda.max_memory_allocated() / 2**20, "MiB")  # expect: DEV105
+''',
+    )
+    clean = (
+        '''import time
+start = time.perf_counter()
+if torch.cuda.is_available():
+    torch.cuda.synchronize()
+    print("peak", torch.cuda.max_memory_allocated() / 2**20, "MiB")
+torch.cuda.manual_seed_all(0)
+''',
+    )
+    fix_safety = "This rule has no autofix."
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if self.ctx.guarded:
+            return
+        name = self.ctx.resolve(node.func)
+        if name and name.startswith("torch.cuda.") and name[11:] in _RAISING:
+            self.report(node, self.message.format(api=name[11:]))

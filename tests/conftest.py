@@ -1,0 +1,76 @@
+"""Shared test helpers: ``# expect:`` markers and the two front ends run as a user runs them."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+LINT_FIXTURES = ROOT / "fixtures" / "lint"
+MARK = re.compile(r"#\s*(expect|either):\s*([A-Z0-9| ]+)")
+FINDING = re.compile(r"^(?P<path>.+?):(?P<line>\d+):(?P<col>\d+):\s*(?P<code>DEV\d+)")
+
+
+def markers(text: str, prefix: str = "DEV") -> tuple[list[tuple[int, frozenset[str]]], set[tuple[int, str]]]:
+    """(required (line, alternatives), allowed {(line, code)}) from ``# expect:``/``# either:``."""
+    need, allow = [], set()
+    for no, line in enumerate(text.splitlines(), 1):
+        for kind, body in MARK.findall(line):
+            for group in body.split():
+                alts = frozenset(c for c in group.split("|") if c.startswith(prefix))
+                if not alts:
+                    continue
+                if kind == "expect":
+                    need.append((no, alts))
+                allow |= {(no, c) for c in alts}
+    return need, allow
+
+
+def mismatches(text: str, got: set[tuple[int, str]], prefix: str = "DEV") -> list[str]:
+    """Human-readable misses and false positives of ``got`` against the markers in ``text``."""
+    need, allow = markers(text, prefix)
+    got = {g for g in got if g[1].startswith(prefix)}
+    problems = [f"missed line {no}: {'|'.join(sorted(alts))}" for no, alts in need if not {(no, c) for c in alts} & got]
+    problems += [f"unexpected line {no}: {code}" for no, code in sorted(got - allow)]
+    return problems
+
+
+def run(*args: str, cwd: Path = ROOT, stdin: str | None = None) -> subprocess.CompletedProcess:
+    """Run a command with this interpreter's environment; never raises on a non-zero exit."""
+    return subprocess.run(args, cwd=cwd, capture_output=True, text=True, input=stdin, timeout=600)
+
+
+def devlint(*args: str, cwd: Path = ROOT, stdin: str | None = None) -> subprocess.CompletedProcess:
+    return run(sys.executable, "-m", "devlint", *args, cwd=cwd, stdin=stdin)
+
+
+def flake8(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
+    return run(sys.executable, "-m", "flake8", "--isolated", *args, cwd=cwd)
+
+
+def parse_findings(output: str) -> dict[str, set[tuple[int, str]]]:
+    """``{file name: {(line, code)}}`` from ``path:line:col: CODE ...`` lines."""
+    found: dict[str, set[tuple[int, str]]] = {}
+    for line in output.splitlines():
+        m = FINDING.match(line)
+        if m:
+            found.setdefault(Path(m["path"]).name, set()).add((int(m["line"]), m["code"]))
+    return found
+
+
+@pytest.fixture
+def tmp_tree(tmp_path: Path):
+    """Write ``{relative path: text or bytes}`` under a temporary folder and return it."""
+
+    def make(files: dict[str, str | bytes]) -> Path:
+        for name, content in files.items():
+            path = tmp_path / name
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(content if isinstance(content, bytes) else content.encode())
+        return tmp_path
+
+    return make

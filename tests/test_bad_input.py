@@ -1,0 +1,61 @@
+"""Bad input never crashes either front end, and never hides a neighbour's finding."""
+
+from __future__ import annotations
+
+import pytest
+
+from devlint.engine import lint
+
+from conftest import devlint, flake8, parse_findings
+
+GOOD = "import torch\nx = torch.ones(2).cuda()\n"
+BAD = {
+    "syntax_error.py": "import torch\ndef f(:\n    pass\n",
+    "undecodable.py": b"import torch\nx = '\xff\xfe\xfa'\n",
+    "nul_byte.py": b"import torch\nx = 1\x00\n",
+    "empty.py": "",
+    "long_expression.py": "import torch\nx = " + " + ".join(["torch.ones(1)"] * 3000) + "\n",
+    "deep_parens.py": "import torch\nx = " + "(" * 90 + "torch.ones(1)" + ")" * 90 + "\n",
+    "huge.py": "import torch\n" + "".join(f"x{i} = torch.ones({i})\n" for i in range(60000)) + "y = torch.ones(1).cuda()\n",
+    "bad_cookie.py": b"# -*- coding: no-such-codec -*-\nimport torch\n",
+}
+
+
+@pytest.mark.parametrize("name", sorted(BAD))
+def test_engine_returns_findings_not_exceptions(name):
+    content = BAD[name]
+    findings = lint(content if isinstance(content, bytes) else content, name)
+    assert all(f.code.startswith("DEV") for f in findings)
+    if name == "huge.py":
+        assert [(f.line, f.code) for f in findings] == [(60002, "DEV102")]
+    if name in ("syntax_error.py", "undecodable.py", "nul_byte.py", "bad_cookie.py"):
+        assert [f.code for f in findings] == ["DEV000"]
+    if name == "syntax_error.py":
+        assert findings[0].line == 2 and "could not parse" in findings[0].message
+
+
+def test_cli_reports_unparsable_files_and_keeps_going(tmp_tree):
+    root = tmp_tree({**BAD, "a_good.py": GOOD, "z_good.py": GOOD})
+    result = devlint("check", str(root))
+    assert result.returncode == 1 and "Traceback" not in result.stderr + result.stdout
+    found = parse_findings(result.stdout)
+    assert found["a_good.py"] == {(2, "DEV102")} and found["z_good.py"] == {(2, "DEV102")}
+    assert (2, "DEV000") in found["syntax_error.py"]
+    assert (60002, "DEV102") in found["huge.py"]
+
+
+def test_flake8_never_raises_on_bad_files(tmp_tree):
+    root = tmp_tree({**BAD, "a_good.py": GOOD, "z_good.py": GOOD})
+    result = flake8("--select=DEV,E999", str(root))
+    assert "Traceback" not in result.stderr, result.stderr[-2000:]
+    found = parse_findings(result.stdout)
+    assert found["a_good.py"] == {(2, "DEV102")} and found["z_good.py"] == {(2, "DEV102")}
+    assert all(code != "DEV000" for codes in found.values() for _, code in codes)
+
+
+def test_missing_file_is_one_finding(tmp_tree):
+    root = tmp_tree({"good.py": GOOD})
+    result = devlint("check", str(root / "missing.py"), str(root / "good.py"))
+    found = parse_findings(result.stdout)
+    assert found["missing.py"] == {(1, "DEV000")} and found["good.py"] == {(2, "DEV102")}
+    assert result.returncode == 1

@@ -1,0 +1,55 @@
+"""Promises of the project itself: no torch in the linter, README in step with the rules."""
+
+from __future__ import annotations
+
+import re
+import sys
+
+from devlint.rules import all_rules
+
+from conftest import ROOT, run
+
+
+def test_linter_runs_without_torch(tmp_tree):
+    root = tmp_tree({"a.py": "import torch\nx = torch.ones(1).cuda()\n"})
+    code = (
+        "import sys; sys.modules['torch'] = None\n"
+        "from devlint.cli import main\n"
+        f"rc = main(['check', {str(root)!r}])\n"
+        "assert 'torch' not in [m for m in sys.modules if sys.modules[m] is not None]\n"
+        "sys.exit(rc)\n"
+    )
+    result = run(sys.executable, "-c", code)
+    assert result.returncode == 1, result.stderr
+    assert "DEV102" in result.stdout
+
+
+def test_no_torch_import_outside_runtime():
+    offenders = []
+    for path in (ROOT / "devlint").rglob("*.py"):
+        if "runtime" in path.relative_to(ROOT / "devlint").parts:
+            continue
+        if re.search(r"^\s*(import torch|from torch)", path.read_text(), re.M):
+            offenders.append(str(path))
+    assert offenders == []
+
+
+def test_readme_rule_table_matches_rules():
+    readme = (ROOT / "README.md").read_text()
+    rows = re.findall(r"^\| `?(DEV\d{3})`? \| `?([a-z0-9-]+)`? \|", readme, re.M)
+    assert rows == [(r.code, r.name) for r in all_rules()]
+
+
+def test_readme_opens_with_the_two_commands():
+    readme = (ROOT / "README.md").read_text()
+    blocks = re.findall(r"```(?:bash|sh|console)?\n(.*?)```", readme, re.S)
+    assert "devlint check" in blocks[0] and "pytest" in blocks[0]
+    ci = (ROOT / ".ci" / "run").read_text()
+    test_command = next(line for line in blocks[0].splitlines() if "pytest" in line).strip()
+    assert test_command in ci
+
+
+def test_one_rule_per_file_named_after_it():
+    for rule in all_rules():
+        module = sys.modules[rule.__module__]
+        assert module.__file__.endswith(rule.name.replace("-", "_") + ".py"), rule.code
