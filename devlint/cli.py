@@ -6,60 +6,17 @@ Exit codes, as ruff's: 0 no findings, 1 findings, 2 usage or internal error.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
-from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Sequence
 
 from . import __version__
-from . import noqa
-from .engine import PARSE_ERROR, enabled_rules, lint
+from .engine import PARSE_ERROR, enabled_rules
 from .finding import Finding
 from .rules import all_rules
-
-SKIP_DIRS = {".git", ".hg", ".svn", "__pycache__", ".venv", "venv", ".env", "env", ".tox", ".nox",
-             "node_modules", ".mypy_cache", ".pytest_cache", ".ruff_cache", ".devlint_cache", "site-packages",
-             "build", "dist", ".eggs"}
-
+from .runner import check_paths, discover
 
 def _codes(value: str) -> list[str]:
     return [c.strip().upper() for c in value.split(",") if c.strip()]
-
-
-def discover(paths: Sequence[str]) -> Iterable[str]:
-    """Files to lint: named files as given; directories recursed for ``*.py``, skipping VCS
-    folders, virtual environments (any folder holding ``pyvenv.cfg``) and caches."""
-    for raw in paths:
-        path = Path(raw)
-        if not path.is_dir():
-            yield raw
-            continue
-        for root, dirs, files in os.walk(path):
-            dirs[:] = sorted(
-                d for d in dirs if d not in SKIP_DIRS and not d.endswith(".egg-info")
-                and not os.path.exists(os.path.join(root, d, "pyvenv.cfg"))
-            )
-            for name in sorted(files):
-                if name.endswith((".py", ".pyi")):
-                    yield os.path.join(root, name)
-
-
-def check_file(path: str, select: Sequence[str], ignore: Sequence[str]) -> list[Finding]:
-    """Findings of one file after ``# noqa``; a file that cannot be read gives one DEV000."""
-    try:
-        data = sys.stdin.buffer.read() if path == "-" else Path(path).read_bytes()
-    except OSError as exc:
-        return [Finding(path, 1, 0, PARSE_ERROR, f"could not read: {exc.strerror or exc}", 1, 0)]
-    findings = lint(data, path, select, ignore)
-    if not findings:
-        return findings
-    try:
-        from .engine import decode
-
-        text = decode(data)
-    except (SyntaxError, UnicodeDecodeError, LookupError):
-        return findings
-    return noqa.apply(findings, text)
 
 
 def format_text(finding: Finding) -> str:
@@ -77,10 +34,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         print(f"devlint: error: no rule matches --select {','.join(select)}", file=sys.stderr)
         return 2
     files = list(discover(args.paths or ["."]))
-    findings: list[Finding] = []
-    for path in files:
-        findings.extend(check_file(path, select, ignore))
-    findings.sort(key=lambda f: (f.path, f.line, f.column, f.code))
+    findings = check_paths(files, select, ignore)
     out = sys.stdout
     for finding in findings:
         out.write(format_text(finding) + "\n")
