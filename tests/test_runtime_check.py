@@ -113,8 +113,8 @@ def test_tensor_attribute_is_caught():
 def test_layers_in_a_python_list_are_caught():
     r = _check(steps.layer_list)
     placement = [f for f in r.findings if f.kind == "device-placement"]
-    assert {f.module for f in placement} == {"layers[0] (Linear), in a plain container",
-                                              "layers[1] (Linear), in a plain container"}
+    expected = {"layers[0] (Linear), in a plain container", "layers[1] (Linear), in a plain container"}
+    assert {f.module for f in placement} == expected
     assert all(f.related == "DEV114" and "ModuleList" in f.fix for f in placement)
 
 
@@ -203,7 +203,8 @@ def test_bad_arguments_raise():
         check_step(reference_step(), modes=["float8"])
     model = TinyClassifier()
     with pytest.raises(TypeError, match="factory"):
-        TrainingStep(model, torch.randn(4, 10), lambda m, b: m(b).sum(), torch.optim.SGD(model.parameters(), lr=0.1))
+        TrainingStep(model, torch.randn(4, 10), lambda m, b: m(b).sum(),
+                     torch.optim.SGD(model.parameters(), lr=0.1))
 
 
 def test_nested_batches_and_bad_loss():

@@ -1,7 +1,6 @@
 """devlint runtime's command line: targets, formats, exit codes, and no torch at import time."""
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path

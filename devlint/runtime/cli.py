@@ -98,8 +98,9 @@ def load_target(target: str, seed: int = 0):
                 raise TargetError(f"{source}:{name}() raised {_one_line(exc)}") from None
         if not isinstance(step, TrainingStep):
             raise TargetError(f"{source}:{name}() returned {type(step).__name__}, not a TrainingStep")
-    if step.name == type(step.model).__name__:
-        step.name = f"{target} ({step.name})"
+    model_class = type(step.model).__name__
+    if step.name == model_class:
+        step.name = f"{target} ({model_class})"
     return step, caught
 
 
