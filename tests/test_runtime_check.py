@@ -186,6 +186,20 @@ def test_gradients_that_always_overflow_end_the_calibration():
     assert "backward" in f.message
 
 
+def test_non_finite_reference_is_explained():
+    def nan_loss(model, batch):
+        x, y = batch
+        return F.cross_entropy(model(x), y) + torch.log(model.fc1.bias.sum() * 0 - 1)
+
+    torch.manual_seed(0)
+    r = check_step(TrainingStep(TinyClassifier(), (torch.randn(4, 10), torch.randint(0, 2, (4,))),
+                                nan_loss, lambda p: torch.optim.SGD(p, lr=0.01)), devices=["cpu"])
+    assert not r.ok
+    (f,) = [f for f in r.findings if f.kind == "non-finite" and f.mode == "float32"]
+    assert f.op == "aten.log.default" and "loss_fn" in f.module
+    assert {run.status for run in r.runs if run.mode != "float32"} <= {"not compared", "non-finite"}
+
+
 def test_tolerances_can_be_tightened_and_mismatches_name_parameters():
     exact = Tolerances(rtol=0.0, atol=0.0, cos_min=1.0)
     r = check_step(reference_step(), devices=["cpu"], modes=["bfloat16"], tolerances={"bfloat16": exact})

@@ -178,25 +178,28 @@ def device_probe(step: TrainingStep) -> tuple[list[Finding], str | None]:
         (findings, note): ``note`` says why the probe stopped early (some ops, such as
         ``.item()``, cannot run on ``meta``), or is ``None``.
     """
-    model = copy.deepcopy(step.model).to(STAND_IN)
-    batch = map_tensors(lambda t: t.to(STAND_IN), step.batch)
-    unmoved = _unregistered_tensors(model)
-    tracker = ModuleTracker()
-    probe = _DeviceProbe(tracker, model)
     note = None
+    mixes: list[_Mix] = []
+    unmoved: dict = {}
     try:
+        model = copy.deepcopy(step.model).to(STAND_IN)
+        batch = map_tensors(lambda t: t.to(STAND_IN), step.batch)
+        unmoved = _unregistered_tensors(model)
+        tracker = ModuleTracker()
+        probe = _DeviceProbe(tracker, model)
+        mixes = probe.mixes
         with tracker, probe:
             loss = step.loss_fn(model, batch)
             if not probe.mixes and isinstance(loss, torch.Tensor) and loss.requires_grad:
                 loss.sum().backward()
     except Exception as exc:  # noqa: BLE001 - reported as a note, the real runs show errors
-        if not probe.mixes:
+        if not mixes:
             first = (str(exc).strip().splitlines() or [""])[0]
             note = (f"device probe on {STAND_IN} stopped early ({type(exc).__name__}: {first}); "
                     "device placement is checked only up to that op")
     findings: list[Finding] = []
     seen: set = set()
-    for mix in probe.mixes:
+    for mix in mixes:
         t = mix.offender
         kind, name, holder = (unmoved.get(mix.key[1], (None,) * 3) if mix.key[0] == "id"
                               else (None,) * 3)
@@ -235,8 +238,9 @@ def device_probe(step: TrainingStep) -> tuple[list[Finding], str | None]:
         else:
             findings.append(Finding(
                 "device-placement",
-                f"a {t.device.type} tensor of shape {shape} from outside the step (a global or a "
-                f"closure) meets the model's tensors in {where}; {_MISMATCH}",
+                f"a {t.device.type} tensor of shape {shape} that the step never moves (a global, a "
+                f"closure, or a batch object devlint cannot walk) meets the model's tensors in "
+                f"{where}; {_MISMATCH}",
                 "move it with .to(device) where the model is moved, or make it a buffer",
                 module=mix.module, name=f"tensor of shape {shape}", op=mix.op, device=STAND_IN))
     return findings, note
@@ -307,7 +311,7 @@ def nonfinite_probe(step: TrainingStep, device: str, dtype: torch.dtype, seed: i
     probe = _NonFiniteProbe(tracker, model)
     torch.manual_seed(seed)
     with tracker, probe:
-        with torch.autocast(device_type=device, dtype=dtype):
+        with torch.autocast(device_type=device, dtype=dtype, enabled=dtype != torch.float32):
             loss = step.loss_fn(model, batch)
         if probe.first is None and loss.requires_grad:
             (loss.float().sum() * scale).backward()

@@ -19,7 +19,8 @@ class Run:
             ``torch.amp.GradScaler``); ``"-"`` on a row for a device that is not present.
         status: ``"reference"`` (the CPU float32 run everything is compared with), ``"ok"``,
             ``"mismatch"`` (beyond tolerance), ``"non-finite"`` (inf/NaN loss or gradients),
-            ``"error"`` (the step raised), or ``"skipped"`` (device not present).
+            ``"error"`` (the step raised), ``"not compared"`` (the reference itself failed), or
+            ``"skipped"`` (device not present).
         loss: the loss value of the step (float, unitless), ``None`` when not computed.
         loss_err: ``|loss - loss_ref| / |loss_ref|``.
         grad_err: the largest per-parameter gradient relative L2 error.

@@ -268,16 +268,18 @@ def _nonfinite_finding(step: TrainingStep, raw: _Raw, runs: dict, seed: int) -> 
                        "find the overflowing op by running the step under torch.autograd.detect_anomaly",
                        device=raw.device, mode=raw.mode)
     ins = ", ".join(f"{d} {s} in [{lo:.3g}, {hi:.3g}]" for d, s, lo, hi in nf.inputs) or "no float inputs"
-    limit = torch.finfo(dtype).max
+    limit = f" ({raw.mode} max {torch.finfo(dtype).max:g})" if raw.mode != "float32" else ""
     phase = "backward of " if nf.backward else ""
     if nf.inputs_finite:
         msg = (f"{what} in the {raw.mode} run: the first op whose output is inf/NaN is {phase}{nf.op} in "
-               f"{nf.module}, output {nf.out_dtype}, inputs {ins} ({raw.mode} max {limit:g}){clean}")
+               f"{nf.module}, output {nf.out_dtype}, inputs {ins}{limit}{clean}")
     else:
         msg = (f"{what} in the {raw.mode} run: {phase}{nf.op} in {nf.module} already receives inf/NaN "
                f"(from the batch or a parameter), inputs {ins}{clean}")
     fix = ("use dtype=torch.bfloat16 in autocast, scale values down before this op, or run it in "
            "float32 with torch.autocast(..., enabled=False)")
+    if raw.mode == "float32":
+        fix = "keep this op's inputs in its domain (no log of negatives, no 0/0)"
     return Finding("non-finite", msg, fix, module=nf.module, op=nf.op, device=raw.device,
                    mode=raw.mode, details={"inputs": [list(i) for i in nf.inputs],
                                            "backward": nf.backward, "out_dtype": nf.out_dtype})
@@ -372,15 +374,19 @@ def _check(step, devices, modes, tolerances, seed, extra_warnings=()) -> Report:
                     continue
                 raw = raws.get((device, mode)) or _run(step, device, mode, seed)
                 raws[(device, mode)] = raw
+        broken = ref.error or ref.nonfinite
         if ref.error:
             report.findings.append(Finding(
                 "step-error", f"the cpu float32 reference run raised {ref.error}",
                 "make the step run in float32 on the cpu first; nothing else can be compared",
                 module=ref.module, device="cpu", mode="float32"))
         for (device, mode), raw in raws.items():
-            if ref.error:
-                report.runs.append(Run(device, mode, "error" if raw.error else "ok", loss=raw.loss,
-                                       skipped_steps=raw.skipped_steps, scale=raw.scale, error=raw.error))
+            if broken:
+                status = "error" if raw.error else ("non-finite" if raw.nonfinite else "not compared")
+                report.runs.append(Run(device, mode, status, loss=raw.loss, error=raw.error,
+                                       skipped_steps=raw.skipped_steps, scale=raw.scale))
+                if raw is ref and raw.nonfinite:
+                    report.findings.append(_nonfinite_finding(step, raw, raws, seed))
                 continue
             report.runs.append(_compare(raw, ref, tols[mode], step.model, report))
             if raw.nonfinite:
@@ -402,7 +408,7 @@ def _check(step, devices, modes, tolerances, seed, extra_warnings=()) -> Report:
                     "step-error", f"the step raised {raw.error} on {device} {mode}",
                     f"run the step on {device} in {mode} directly to see the traceback",
                     module=raw.module, device=device, mode=mode))
-            if mode == "float16" and raw.error is None and not raw.nonfinite and not ref.error:
+            if mode == "float16" and raw.error is None and not raw.nonfinite:
                 uf = _underflow_finding(step, device, seed, ref, raw, tols["float16"])
                 if uf:
                     report.findings.append(uf)

@@ -73,5 +73,9 @@ def map_tensors(fn: Callable[[torch.Tensor], Any], obj: Any) -> Any:
     if isinstance(obj, (tuple, list)):
         return type(obj)(map_tensors(fn, v) for v in obj)
     if isinstance(obj, Mapping):
-        return type(obj)((k, map_tensors(fn, v)) for k, v in obj.items())
+        items = [(k, map_tensors(fn, v)) for k, v in obj.items()]
+        try:
+            return type(obj)(items)
+        except TypeError:  # a mapping type that cannot be built from pairs (defaultdict)
+            return dict(items)
     return obj
