@@ -90,20 +90,7 @@ class _Mix:
     backward: bool
 
 
-class _Mode(TorchDispatchMode):
-    """A dispatch mode that does not import torch._dynamo on its first op.
-
-    TorchDispatchMode wraps ``__torch_dispatch__`` in ``torch._disable_dynamo`` unless
-    ``_should_skip_dynamo`` is False; the wrapper imports torch._dynamo (seconds) on first use.
-    These probes never run under torch.compile, so the wrapper buys nothing here.
-    """
-
-    @classmethod
-    def _should_skip_dynamo(cls) -> bool:
-        return False
-
-
-class _DeviceProbe(_Mode):
+class _DeviceProbe(TorchDispatchMode):
     """Records every op whose tensor arguments sit on the stand-in device and elsewhere.
 
     0-dim CPU tensors are allowed next to any device, as CUDA allows them. After recording,
@@ -263,7 +250,7 @@ class NonFinite:
     inputs_finite: bool = True
 
 
-class _NonFiniteProbe(_Mode):
+class _NonFiniteProbe(TorchDispatchMode):
     def __init__(self, tracker: ModuleTracker, model: torch.nn.Module):
         super().__init__()
         self.tracker = tracker
