@@ -84,7 +84,9 @@ def test_users_model_is_not_mutated():
     step = steps.arange_in_forward()
     before = {k: v.clone() for k, v in step.model.state_dict().items()}
     params = list(step.model.parameters())
+    rng = torch.get_rng_state()
     check_step(step)
+    assert torch.equal(torch.get_rng_state(), rng)
     after = step.model.state_dict()
     assert before.keys() == after.keys()
     assert all(torch.equal(before[k], after[k]) for k in before)

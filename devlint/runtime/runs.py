@@ -352,7 +352,8 @@ def _check(step, devices, modes, tolerances, seed, extra_warnings=()) -> Report:
             raise ValueError(f"unknown device {d!r}; use one of {', '.join(DEVICES)}")
     tols = resolve_tolerances(tolerances)
     report = Report(step.name, seed, torch.__version__)
-    with warnings.catch_warnings(record=True) as caught:
+    cuda = list(range(torch.cuda.device_count())) if torch.cuda.is_available() else []
+    with torch.random.fork_rng(devices=cuda), warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", DeprecationWarning)
         warnings.simplefilter("always", FutureWarning)
         mw = _master_weights(step)
@@ -426,7 +427,7 @@ def check_step(step: TrainingStep, devices=None, modes=None, tolerances=None, se
     """Replay ``step`` on every device and precision, compare with float32 on the CPU, explain.
 
     Runs, each on a deep copy of ``step.model`` with a fresh optimizer and ``torch.manual_seed
-    (seed)`` (``step.model`` itself is never mutated):
+    (seed)`` (``step.model`` itself is never mutated, and the caller's RNG state is restored):
 
     - per device: ``float32``; ``bfloat16`` under ``torch.autocast``; ``float16`` under
       ``torch.autocast`` with ``torch.amp.GradScaler(device)``. The float16 run retries the
