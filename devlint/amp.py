@@ -1,0 +1,539 @@
+"""The mixed-precision analysis shared by DEV201-DEV208: autocast regions and GradScaler use.
+
+Computed in the engine's single traversal (no second parse, no metadata providers):
+
+* **Autocast regions**: ``torch.autocast``, ``torch.amp.autocast``, ``torch.cuda.amp.autocast``,
+  ``torch.cpu.amp.autocast`` and the bare names imported from those modules, as a ``with``
+  item (also among several items, or as either side of a conditional expression) and as a
+  decorator, each with its device type, dtype and ``enabled`` argument (:class:`Region`).
+* **Frames**: the module and every function are frames. Each frame records, in source order,
+  the mixed-precision events of its own body (:class:`Event`): ``scaler.scale(loss)``,
+  ``.backward()`` (scaled or not, and the autocast region it sits in), ``scaler.unscale_(opt)``,
+  ``scaler.step(opt)``, ``scaler.update()``, a direct ``optimizer.step()``, a gradient clip and a
+  module cast to float16. Every event carries its branch path (which arm of which ``if``) and
+  its loops, so that rules can tell apart code on exclusive branches (``if scaler is not None:
+  ... else: ...``, also across two ``if`` statements testing the same condition) and code in
+  the same loop body.
+
+A frame is complete when the traversal leaves it; the analysis then exposes it as
+:attr:`AmpAnalysis.closed` until the next frame closes, which is when the rules' own
+``leave_FunctionDef``/``leave_Module`` hooks (which run after the analysis's) read it.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Iterator
+
+import libcst as cst
+
+from .guards import string_value
+from .names import dotted
+from .rule import Analysis, Rule
+
+_AUTOCAST_MODULES = {
+    "torch": None,
+    "torch.amp": None,
+    "torch.amp.autocast_mode": None,
+    "torch.cuda.amp": "cuda",
+    "torch.cuda.amp.autocast_mode": "cuda",
+    "torch.cpu.amp": "cpu",
+    "torch.cpu.amp.autocast_mode": "cpu",
+}
+#: autocast spelling -> the device type a deprecated API implies (``None``: an argument says).
+AUTOCAST = {f"{module}.autocast": device for module, device in _AUTOCAST_MODULES.items()}
+GRAD_SCALERS = frozenset(
+    {
+        "torch.GradScaler",
+        "torch.amp.GradScaler",
+        "torch.amp.grad_scaler.GradScaler",
+        "torch.cuda.amp.GradScaler",
+        "torch.cuda.amp.grad_scaler.GradScaler",
+        "torch.cpu.amp.GradScaler",
+        "torch.cpu.amp.grad_scaler.GradScaler",
+        "torch.distributed.fsdp.sharded_grad_scaler.ShardedGradScaler",
+    }
+)
+CLIPS = frozenset(
+    {
+        f"torch.nn.utils{sub}.{name}"
+        for sub in ("", ".clip_grad")
+        for name in ("clip_grad_norm_", "clip_grad_norm", "clip_grad_value_")
+    }
+)
+_FP16 = {"torch.float16", "torch.half"}
+_BF16 = {"torch.bfloat16"}
+#: Default autocast dtype by literal device type; other devices count as unknown.
+_DEFAULT_DTYPE = {"cuda": "float16", "cpu": "bfloat16"}
+#: Receivers of ``.backward(...)`` that are not tensors (framework helpers that scale themselves).
+_NOT_TENSORS = {
+    "self", "accelerator", "fabric", "strategy", "precision", "precision_plugin", "trainer",
+    "engine", "deepspeed", "model_engine", "manual_backward",
+}
+_OPTIMIZER = re.compile(r"(optim|^opt$|^opt_|_opt$|^opt\d)")
+_MODULE_NAME = re.compile(r"(^|_)(model|net|network)$")
+_MODULE_CHAIN = {"to", "cuda", "cpu", "train", "eval", "float", "requires_grad_", "half"}
+
+
+class Region:
+    """One autocast region: where it was opened, its device type (``"cuda"``, ``"cpu"``...
+    or ``None`` for a variable), dtype (``"float16"``, ``"bfloat16"``, another name, or
+    ``None`` for unknown), ``enabled`` (``True``, ``False`` for a literal False, or
+    ``"expr"``) and whether it is the deprecated ``torch.cuda.amp``/``torch.cpu.amp`` API."""
+
+    __slots__ = ("node", "device", "dtype", "enabled", "deprecated", "top")
+
+    def __init__(self, node, device, dtype, enabled, deprecated, top=0) -> None:
+        self.node, self.device, self.dtype = node, device, dtype
+        self.enabled, self.deprecated = enabled, deprecated
+        #: the engine's index of the top-level statement holding the node (see FrameRule)
+        self.top = top
+
+    @property
+    def active(self) -> bool:
+        """False only for a literal ``enabled=False``."""
+        return self.enabled is not False
+
+    @property
+    def float16(self) -> bool:
+        """Does this region compute in float16? An unknown dtype counts as float16 only where
+        the device type is a literal ``"cuda"`` or the deprecated CUDA API."""
+        if self.dtype is not None:
+            return self.dtype == "float16"
+        return self.device == "cuda"
+
+
+class Event:
+    """One mixed-precision event of a frame (see the module docstring).
+
+    ``kind``: ``"scale"``, ``"backward"``, ``"unscale"``, ``"step"`` (``scaler.step``),
+    ``"update"``, ``"opt_step"`` (``optimizer.step()``), ``"clip"`` or ``"half"``.
+    ``scaler`` is the scaler's dotted name, ``target`` the optimizer's (for ``opt_step`` the
+    receiver); ``scaled`` tells a scaled backward; ``region`` the innermost autocast region a
+    backward sits in."""
+
+    __slots__ = ("kind", "node", "order", "path", "loops", "scaler", "target", "scaled", "region", "top")
+
+    def __init__(self, kind, node, order, path, loops, scaler=None, target=None, scaled=False, region=None, top=0) -> None:
+        self.kind, self.node, self.order, self.path, self.loops = kind, node, order, path, loops
+        self.scaler, self.target, self.scaled, self.region = scaler, target, scaled, region
+        self.top = top
+
+
+class Frame:
+    """The module or one function: its events, autocast regions and local bindings."""
+
+    __slots__ = ("kind", "node", "parent", "events", "regions", "stack", "scalers", "optimizers", "modules", "scaled_names")
+
+    def __init__(self, kind: str, node: cst.CSTNode, parent: "Frame | None") -> None:
+        self.kind, self.node, self.parent = kind, node, parent
+        self.events: list[Event] = []
+        #: every region opened in this frame, with the order of its opening
+        self.regions: list[tuple[Region, int]] = []
+        #: the regions open at the current point of the traversal
+        self.stack: list[Region] = []
+        self.scalers: set[str] = set()
+        self.optimizers: set[str] = set()
+        self.modules: set[str] = set()
+        self.scaled_names: set[str] = set()
+
+    def of(self, *kinds: str) -> Iterator[Event]:
+        return (e for e in self.events if e.kind in kinds)
+
+    def chain(self) -> Iterator["Frame"]:
+        frame: Frame | None = self
+        while frame is not None:
+            yield frame
+            frame = frame.parent
+
+
+class AmpAnalysis(Analysis):
+    """Autocast regions and GradScaler use, per frame (see the module docstring)."""
+
+    def __init__(self, ctx) -> None:
+        super().__init__(ctx)
+        self.frame: Frame | None = None
+        #: the frame the traversal has just left (read by the rules' leave hooks)
+        self.closed: Frame | None = None
+        self.self_scalers: set[str] = set()
+        self.self_optimizers: set[str] = set()
+        self.module_classes: set[str] = set()
+        self._order = 0
+        self._path: list[tuple[cst.If, int]] = []
+        self._arms: dict[int, tuple[cst.If, int]] = {}
+        self._loops: list[int] = []
+        self._with_pushed: dict[int, int] = {}
+        self._keys: dict[int, tuple[str, bool]] = {}
+        self._printer = cst.Module(body=[])
+
+    # -- frames -------------------------------------------------------------------------------
+    def visit_Module(self, node: cst.Module) -> None:
+        self.frame = Frame("module", node, None)
+
+    def leave_Module(self, node: cst.Module) -> None:
+        self.closed = self.frame
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        frame = Frame("function", node, self.frame)
+        for decorator in node.decorators:
+            region = self.region(decorator.decorator)
+            if region is not None:
+                frame.regions.append((region, self._next()))
+                frame.stack.append(region)
+        self.frame = frame
+
+    def leave_FunctionDef(self, node: cst.FunctionDef) -> None:
+        self.closed = self.frame
+        self.frame = self.frame.parent
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> None:
+        for base in node.bases:
+            name = self.ctx.resolve(base.value) or dotted(base.value) or ""
+            if name.endswith(("Module", "Model")) or name.rsplit(".", 1)[-1] in self.module_classes:
+                self.module_classes.add(node.name.value)
+
+    # -- branches and loops -------------------------------------------------------------------
+    def visit_If(self, node: cst.If) -> None:
+        self._enter_arm(node)
+        self._arms[id(node.body)] = (node, 0)
+        if node.orelse is not None:
+            self._arms[id(node.orelse)] = (node, 1)
+
+    def leave_If(self, node: cst.If) -> None:
+        self._leave_arm(node)
+
+    def _enter_arm(self, node) -> None:
+        arm = self._arms.get(id(node))
+        if arm is not None:
+            self._path.append(arm)
+
+    def _leave_arm(self, node) -> None:
+        if id(node) in self._arms:
+            self._path.pop()
+
+    visit_IndentedBlock = visit_SimpleStatementSuite = visit_Else = _enter_arm
+    leave_IndentedBlock = leave_SimpleStatementSuite = leave_Else = _leave_arm
+
+    def visit_For(self, node) -> None:
+        self._loops.append(id(node))
+
+    def leave_For(self, node) -> None:
+        self._loops.pop()
+
+    visit_While, leave_While = visit_For, leave_For
+
+    def condition(self, test: cst.BaseExpression) -> tuple[str, bool]:
+        """``(key, positive)`` of an ``if`` test: ``not x``, ``x is not None`` and plain ``x``
+        share the key of ``x is None`` so that two ``if`` statements on one condition match."""
+        cached = self._keys.get(id(test))
+        if cached is not None:
+            return cached
+        positive = True
+        expr = test
+        while isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Not):
+            expr, positive = expr.expression, not positive
+        code = self._printer.code_for_node
+        if isinstance(expr, cst.Comparison) and len(expr.comparisons) == 1:
+            target = expr.comparisons[0]
+            op = target.operator
+            if isinstance(op, (cst.IsNot, cst.NotEqual)):
+                positive = not positive
+            if isinstance(op, (cst.Is, cst.IsNot, cst.Equal, cst.NotEqual)):
+                word = "is" if isinstance(op, (cst.Is, cst.IsNot)) else "=="
+                key = f"{code(expr.left).strip()} {word} {code(target.comparator).strip()}"
+            else:
+                key = code(expr).strip()
+        elif isinstance(expr, (cst.Name, cst.Attribute)):
+            key, positive = f"{code(expr).strip()} is None", not positive
+        else:
+            key = code(expr).strip()
+        self._keys[id(test)] = (key, positive)
+        return key, positive
+
+    def compatible(self, a: Event, b: Event) -> bool:
+        """Can both events run in one pass? False when they sit on opposite arms of one
+        ``if`` (or of two ``if`` statements testing the same condition)."""
+        if not a.path or not b.path:
+            return True
+        arms = {}
+        for node, arm in a.path:
+            key, positive = self.condition(node.test)
+            arms[key] = arm if positive else 1 - arm
+        for node, arm in b.path:
+            key, positive = self.condition(node.test)
+            mine = arms.get(key)
+            if mine is not None and mine != (arm if positive else 1 - arm):
+                return False
+        return True
+
+    # -- regions ------------------------------------------------------------------------------
+    def region(self, expr: cst.BaseExpression) -> Region | None:
+        """The autocast region this ``with`` item or decorator opens, if any."""
+        if isinstance(expr, cst.IfExp):
+            for side in (expr.body, expr.orelse):
+                found = self.region(side)
+                if found is not None:
+                    found.enabled = "expr" if found.enabled is True else found.enabled
+                    return found
+            return None
+        if not isinstance(expr, cst.Call):
+            return None
+        name = self.ctx.resolve(expr.func)
+        if name not in AUTOCAST:
+            return None
+        implied = AUTOCAST[name]
+        positional = [a.value for a in expr.args if a.keyword is None and not a.star]
+        keywords = {a.keyword.value: a.value for a in expr.args if a.keyword is not None}
+        if implied is None:  # torch.autocast(device_type, dtype=None, enabled=True, ...)
+            order = ("device_type", "dtype", "enabled")
+        else:  # torch.cuda.amp.autocast(enabled=True, dtype=torch.float16, ...)
+            order = ("enabled", "dtype")
+        args = dict(zip(order, positional))
+        args.update(keywords)
+        if implied is None:
+            value = string_value(args.get("device_type"))
+            device = value.split(":", 1)[0] if value else None
+        else:
+            device = implied
+        dtype_expr = args.get("dtype")
+        if dtype_expr is None:
+            dtype = _DEFAULT_DTYPE.get(device) if device else None
+        else:
+            dtype = self.dtype(dtype_expr)
+        enabled_expr = args.get("enabled")
+        if enabled_expr is None or (isinstance(enabled_expr, cst.Name) and enabled_expr.value == "True"):
+            enabled = True
+        elif isinstance(enabled_expr, cst.Name) and enabled_expr.value == "False":
+            enabled = False
+        else:
+            enabled = "expr"
+        return Region(expr, device, dtype, enabled, implied is not None, getattr(self.ctx, "statement_index", 0))
+
+    def dtype(self, expr: cst.BaseExpression) -> str | None:
+        """``"float16"``/``"bfloat16"``/another torch dtype name, or ``None`` when unknown."""
+        name = self.ctx.resolve(expr)
+        if name in _FP16:
+            return "float16"
+        if name in _BF16:
+            return "bfloat16"
+        if name and name.startswith("torch."):
+            return name[6:]
+        return None
+
+    def visit_With(self, node: cst.With) -> None:
+        pushed = 0
+        for item in node.items:
+            region = self.region(item.item)
+            if region is not None:
+                self.frame.regions.append((region, self._next()))
+                self.frame.stack.append(region)
+                pushed += 1
+        if pushed:
+            self._with_pushed[id(node)] = pushed
+
+    def leave_With(self, node: cst.With) -> None:
+        for _ in range(self._with_pushed.pop(id(node), 0)):
+            self.frame.stack.pop()
+
+    def current_region(self) -> Region | None:
+        """The innermost open autocast region if it is enabled (``None`` under a nested
+        ``autocast(enabled=False)``)."""
+        stack = self.frame.stack if self.frame else None
+        if stack and stack[-1].active:
+            return stack[-1]
+        return None
+
+    # -- bindings -----------------------------------------------------------------------------
+    def visit_Assign(self, node: cst.Assign) -> None:
+        for target in node.targets:
+            self._bind(target.target, node.value)
+
+    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+        if node.value is not None:
+            self._bind(node.target, node.value)
+
+    def visit_Param(self, node: cst.Param) -> None:
+        if self.frame is not None and "scaler" in node.name.value.lower():
+            self.frame.scalers.add(node.name.value)
+
+    def _bind(self, target: cst.BaseExpression, value: cst.BaseExpression) -> None:
+        name = dotted(target)
+        if name is None or self.frame is None:
+            return
+        frame = self.frame
+        for kind, names, self_names in (
+            ("scaler", frame.scalers, self.self_scalers),
+            ("optimizer", frame.optimizers, self.self_optimizers),
+        ):
+            if self._builds(value, kind):
+                (self_names if name.startswith("self.") else names).add(name)
+        if self.is_module(value):
+            frame.modules.add(name)
+        else:
+            frame.modules.discard(name)
+        if self.scale_call(value) is not None:
+            frame.scaled_names.add(name)
+        else:
+            frame.scaled_names.discard(name)
+
+    def _builds(self, value: cst.BaseExpression, kind: str) -> bool:
+        if isinstance(value, cst.IfExp):
+            return self._builds(value.body, kind) or self._builds(value.orelse, kind)
+        if not isinstance(value, cst.Call):
+            return False
+        name = self.ctx.resolve(value.func) or ""
+        if kind == "scaler":
+            return name in GRAD_SCALERS
+        return name.startswith("torch.optim.") and "lr_scheduler" not in name and name[12:13].isupper()
+
+    # -- what an expression is ----------------------------------------------------------------
+    def is_scaler(self, expr: cst.BaseExpression) -> str | None:
+        """The dotted name of ``expr`` if it is a GradScaler we know of: bound to
+        ``GradScaler(...)`` (locally, in an enclosing frame, or as a ``self.`` attribute), or
+        named like one (a parameter or attribute whose name contains ``scaler``)."""
+        name = dotted(expr)
+        if name is None:
+            return None
+        if "scaler" in name.rsplit(".", 1)[-1].lower() or name in self.self_scalers:
+            return name
+        if self.frame is not None and any(name in f.scalers for f in self.frame.chain()):
+            return name
+        return None
+
+    def is_optimizer(self, name: str) -> bool:
+        last = name.rsplit(".", 1)[-1].lower()
+        if "sched" in last or "scaler" in last:
+            return False
+        if name in self.self_optimizers or any(name in f.optimizers for f in self.frame.chain()):
+            return True
+        return bool(_OPTIMIZER.search(last))
+
+    def is_module(self, expr: cst.BaseExpression) -> bool:
+        """An ``nn.Module``: a constructor of ``torch.nn`` or of a module class of this file, a
+        name bound to one, or a name like ``model``/``net`` (through ``.to(...)`` chains)."""
+        while isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value in _MODULE_CHAIN:
+            expr = expr.func.value
+        if isinstance(expr, cst.Call):
+            func = expr.func
+            if isinstance(func, cst.Name) and func.value in self.module_classes:
+                return True
+            name = self.ctx.resolve(func) or ""
+            last = name.rsplit(".", 1)[-1]
+            if name.startswith("torch.nn.") and last[:1].isupper() and last not in ("Parameter", "Buffer"):
+                return True
+            return isinstance(func, cst.Attribute) and func.attr.value == "from_pretrained"
+        name = dotted(expr)
+        if name is None:
+            return False
+        if self.frame is not None and any(name in f.modules for f in self.frame.chain()):
+            return True
+        return bool(_MODULE_NAME.search(name.rsplit(".", 1)[-1].lower()))
+
+    def scale_call(self, expr: cst.BaseExpression) -> str | None:
+        """The scaler's name if ``expr`` is ``scaler.scale(...)``."""
+        if (
+            isinstance(expr, cst.Call)
+            and isinstance(expr.func, cst.Attribute)
+            and expr.func.attr.value == "scale"
+            and expr.args
+        ):
+            return self.is_scaler(expr.func.value)
+        return None
+
+    def _scaled(self, expr: cst.BaseExpression) -> bool:
+        if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value == "scale" and expr.args:
+            return True  # <anything>.scale(loss).backward()
+        name = dotted(expr)
+        return name is not None and any(name in f.scaled_names for f in self.frame.chain())
+
+    # -- events -------------------------------------------------------------------------------
+    def _next(self) -> int:
+        self._order += 1
+        return self._order
+
+    def _add(self, kind: str, node: cst.CSTNode, **extra) -> Event:
+        top = getattr(self.ctx, "statement_index", 0)
+        event = Event(kind, node, self._next(), tuple(self._path), tuple(self._loops), top=top, **extra)
+        self.frame.events.append(event)
+        return event
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if self.frame is None:
+            return
+        func = node.func
+        name = self.ctx.resolve(func)
+        if name in CLIPS:
+            self._add("clip", node)
+            return
+        if name == "torch.autograd.backward":
+            first = node.args[0].value if node.args else None
+            self._add("backward", node, scaled=first is not None and self._scaled(first), region=self.current_region())
+            return
+        if not isinstance(func, cst.Attribute):
+            return
+        method, receiver = func.attr.value, func.value
+        if method == "backward":
+            owner = dotted(receiver)
+            if owner is not None and owner.rsplit(".", 1)[-1] in _NOT_TENSORS:
+                return
+            if isinstance(receiver, cst.Call) and isinstance(receiver.func, cst.Name) and receiver.func.value == "super":
+                return
+            self._add("backward", node, scaled=self._scaled(receiver), region=self.current_region())
+            return
+        if method == "half" or (method == "to" and any(self.dtype(a.value) == "float16" for a in node.args)):
+            if self.is_module(receiver):
+                self._add("half", node)
+            return
+        if method not in ("scale", "unscale_", "step", "update"):
+            return
+        scaler = self.is_scaler(receiver)
+        first = node.args[0].value if node.args else None
+        if scaler is not None:
+            if method == "scale" and first is not None:
+                self._add("scale", node, scaler=scaler)
+            elif method == "unscale_":
+                self._add("unscale", node, scaler=scaler, target=dotted(first) if first is not None else None)
+            elif method == "step" and first is not None:
+                self._add("step", node, scaler=scaler, target=dotted(first))
+            elif method == "update":
+                self._add("update", node, scaler=scaler)
+            return
+        if method == "step" and not any(a.keyword is None and not isinstance(a.value, (cst.Lambda, cst.Name)) for a in node.args):
+            owner = dotted(receiver)
+            if owner is not None and self.is_optimizer(owner):
+                self._add("opt_step", node, target=owner)
+
+
+class FrameRule(Rule):
+    """A rule that judges each frame once the traversal has left it: subclasses implement
+    :meth:`check`, called with every closed :class:`Frame` (functions, then the module)."""
+
+    requires = (AmpAnalysis,)
+
+    @property
+    def amp(self) -> AmpAnalysis:
+        return self.ctx.analysis(AmpAnalysis)
+
+    def leave_FunctionDef(self, node: cst.FunctionDef) -> None:
+        self.check(self.amp.closed)
+
+    def leave_Module(self, node: cst.Module) -> None:
+        self.check(self.amp.closed)
+
+    def check(self, frame: Frame) -> None:  # pragma: no cover - every subclass overrides it
+        raise NotImplementedError
+
+    def report_at(self, item: "Event | Region", message: str | None = None) -> None:
+        """Report at an event or region recorded earlier in the traversal. The engine files a
+        report under the top-level statement being visited, which, once a frame closes, is
+        no longer the one holding the node: the one recorded with the item is restored."""
+        ctx = self.ctx
+        saved = getattr(ctx, "statement_index", None)
+        ctx.statement_index = item.top
+        try:
+            self.report(item.node, message)
+        finally:
+            if saved is None:
+                del ctx.statement_index
+            else:
+                ctx.statement_index = saved

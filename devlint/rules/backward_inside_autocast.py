@@ -1,0 +1,70 @@
+"""DEV201: ``.backward()`` inside an autocast region."""
+
+from __future__ import annotations
+
+from ..amp import Frame, FrameRule
+
+
+class BackwardInsideAutocast(FrameRule):
+    """`.backward()` called inside an enabled autocast region."""
+
+    code = "DEV201"
+    name = "backward-inside-autocast"
+    message = "backward() under autocast is not recommended: move it after the `with` block"
+    triggers = ("autocast",)
+    what_it_does = """
+Flags `.backward()` (also `scaler.scale(loss).backward()` and `torch.autograd.backward(...)`)
+lexically inside an enabled autocast region: a `with torch.autocast(...)` block (any
+spelling: `torch.amp.autocast`, `torch.cuda.amp.autocast`, `torch.cpu.amp.autocast`, a bare
+imported `autocast`, also among several `with` items) or a function decorated with one. A
+region with a literal `enabled=False`, and a nested `autocast(enabled=False)` block, are left
+alone."""
+    why_bad = """
+Autocast should wrap only the forward pass and the loss. Backward ops run in the dtype autocast
+chose for the matching forward ops anyway; running backward under autocast is not recommended
+by the PyTorch AMP docs and can cast gradients to a lower precision than intended."""
+    flagged = (
+        '''dev = "cuda" if torch.cuda.is_available() else "cpu"
+model = nn.Linear(8, 1).to(dev)
+scaler = torch.amp.GradScaler(dev)
+x = torch.randn(4, 8, device=dev)
+with torch.autocast(dev, dtype=torch.float16):
+    loss = model(x).mean()
+    scaler.scale(loss).backward()  # expect: DEV201
+''',
+        '''from torch.cpu.amp import autocast  # expect: DEV206
+
+model = nn.Linear(8, 1)
+
+
+@autocast()  # expect: DEV206
+def train_step(x):
+    loss = model(x).mean()
+    loss.backward()  # expect: DEV201
+''',
+    )
+    clean = (
+        '''dev = "cuda" if torch.cuda.is_available() else "cpu"
+model = nn.Linear(8, 1).to(dev)
+scaler = torch.amp.GradScaler(dev)
+x = torch.randn(4, 8, device=dev)
+with torch.autocast(dev, dtype=torch.float16):
+    loss = model(x).mean()
+scaler.scale(loss).backward()
+''',
+        '''model = nn.Linear(8, 1)
+x = torch.randn(4, 8)
+with torch.autocast("cpu", enabled=False):
+    model(x).mean().backward()
+with torch.autocast("cpu"):
+    out = model(x)
+    with torch.autocast("cpu", enabled=False):
+        out.float().mean().backward()
+''',
+    )
+    fix_safety = "This rule has no autofix: which statements end the region is the author's choice."
+
+    def check(self, frame: Frame) -> None:
+        for event in frame.of("backward"):
+            if event.region is not None:
+                self.report_at(event)

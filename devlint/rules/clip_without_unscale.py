@@ -1,0 +1,66 @@
+"""DEV205: gradient clipping on scaled gradients."""
+
+from __future__ import annotations
+
+from ..amp import Frame, FrameRule
+
+
+class ClipWithoutUnscale(FrameRule):
+    """Gradient clipping after `scaler.scale(loss).backward()` without `scaler.unscale_(optimizer)`."""
+
+    code = "DEV205"
+    name = "clip-without-unscale"
+    message = "gradients clipped while still scaled by the GradScaler: call scaler.unscale_(optimizer) before clipping"
+    triggers = ("clip_grad",)
+    what_it_does = """
+Flags `torch.nn.utils.clip_grad_norm_`/`clip_grad_value_` (any import spelling) called after
+a scaled backward (`scaler.scale(loss).backward()`) in the same scope when no
+`scaler.unscale_(optimizer)` runs between that backward and the clip. Clipping without a
+scaler, bf16 training, and clipping on the other arm of an `if` from the scaled path are left
+alone."""
+    why_bad = """
+After a scaled backward the gradients are multiplied by the scale factor (65536 by default):
+`max_norm=1.0` then clips them to a norm of 1/65536 once the scaler divides them, so the
+model barely learns, and the clip threshold changes whenever the scale does."""
+    flagged = (
+        '''from torch.nn.utils import clip_grad_norm_
+
+
+def train_step(model, opt, scaler, x):
+    scaler.scale(model(x).mean()).backward()
+    clip_grad_norm_(model.parameters(), 1.0)  # expect: DEV205
+    scaler.step(opt)
+    scaler.update()
+''',
+    )
+    clean = (
+        '''from torch.nn.utils import clip_grad_norm_
+
+
+def train_step(model, opt, scaler, x):
+    scaler.scale(model(x).mean()).backward()
+    scaler.unscale_(opt)
+    clip_grad_norm_(model.parameters(), 1.0)
+    scaler.step(opt)
+    scaler.update()
+
+
+def plain_step(model, opt, x):
+    model(x).mean().backward()
+    clip_grad_norm_(model.parameters(), 1.0)
+    opt.step()
+''',
+    )
+    fix_safety = "This rule has no autofix."
+
+    def check(self, frame: Frame) -> None:
+        amp = self.amp
+        scaled = [e for e in frame.of("backward") if e.scaled]
+        unscales = list(frame.of("unscale"))
+        for clip in frame.of("clip"):
+            before = [b for b in scaled if b.order < clip.order and amp.compatible(b, clip)]
+            if not before:
+                continue
+            last = before[-1].order
+            if not any(last < u.order < clip.order and amp.compatible(u, clip) for u in unscales):
+                self.report_at(clip)

@@ -1,0 +1,108 @@
+"""DEV206: the deprecated ``torch.cuda.amp``/``torch.cpu.amp`` API."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from ..names import dotted
+from ..rule import Rule
+
+#: deprecated name -> its ``torch.amp`` replacement
+REPLACEMENTS = {
+    "torch.cuda.amp.autocast": 'torch.amp.autocast("cuda", ...)',
+    "torch.cuda.amp.autocast_mode.autocast": 'torch.amp.autocast("cuda", ...)',
+    "torch.cuda.amp.GradScaler": 'torch.amp.GradScaler("cuda", ...)',
+    "torch.cuda.amp.grad_scaler.GradScaler": 'torch.amp.GradScaler("cuda", ...)',
+    "torch.cuda.amp.custom_fwd": 'torch.amp.custom_fwd(device_type="cuda", ...)',
+    "torch.cuda.amp.custom_bwd": 'torch.amp.custom_bwd(device_type="cuda")',
+    "torch.cpu.amp.autocast": 'torch.amp.autocast("cpu", ...)',
+    "torch.cpu.amp.autocast_mode.autocast": 'torch.amp.autocast("cpu", ...)',
+    "torch.cpu.amp.GradScaler": 'torch.amp.GradScaler("cpu", ...)',
+    "torch.cpu.amp.grad_scaler.GradScaler": 'torch.amp.GradScaler("cpu", ...)',
+}
+
+
+class DeprecatedAmpApi(Rule):
+    """The deprecated `torch.cuda.amp` / `torch.cpu.amp` autocast, GradScaler and custom_fwd/bwd."""
+
+    code = "DEV206"
+    name = "deprecated-amp-api"
+    message = "{name} is deprecated: use {replacement}"
+    triggers = ("amp",)
+    what_it_does = """
+Flags each import and each use of `torch.cuda.amp.autocast`, `torch.cuda.amp.GradScaler`,
+`torch.cuda.amp.custom_fwd`/`custom_bwd`, `torch.cpu.amp.autocast` and
+`torch.cpu.amp.GradScaler`, in any spelling (`torch.cuda.amp.X`, `from torch.cuda.amp import
+X`, `from torch.cuda import amp` then `amp.X`, as a call, a decorator or an annotation). The
+message names the `torch.amp` replacement. `torch.amp.*` and `torch.autocast` are left alone."""
+    why_bad = """
+These names are deprecated since PyTorch 2.4 and warn on every use (`FutureWarning:
+torch.cuda.amp.GradScaler(args...) is deprecated`). They also hard-code the device: the
+`torch.amp` spellings take the device type as an argument, so the same code serves CUDA,
+CPU, MPS and XPU."""
+    flagged = (
+        '''from torch.cuda.amp import GradScaler  # expect: DEV206
+
+scaler = GradScaler()  # expect: DEV206
+with torch.cuda.amp.autocast():  # expect: DEV206
+    y = nn.Linear(2, 2)(torch.ones(1, 2))
+''',
+    )
+    clean = (
+        '''dev = "cuda" if torch.cuda.is_available() else "cpu"
+scaler = torch.amp.GradScaler(dev)
+with torch.autocast(dev, dtype=torch.bfloat16):
+    y = nn.Linear(2, 2).to(dev)(torch.ones(1, 2, device=dev))
+''',
+    )
+    fix_safety = """
+This rule has no autofix yet: the replacement moves the device type into the arguments
+(`torch.cuda.amp.autocast(dtype=...)` becomes `torch.amp.autocast("cuda", dtype=...)`),
+and a positional `enabled` argument of the old API must become a keyword."""
+
+    def __init__(self, ctx) -> None:
+        super().__init__(ctx)
+        self._skip: set[int] = set()
+        self._imports = 0
+
+    def _flag(self, node: cst.CSTNode, name: str | None) -> None:
+        replacement = REPLACEMENTS.get(name or "")
+        if replacement is not None:
+            self.report(node, self.message.format(name=name, replacement=replacement))
+
+    def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
+        self._imports += 1
+        if node.relative or isinstance(node.names, cst.ImportStar):
+            return
+        from_text = dotted(node.module)
+        for alias in node.names:
+            name = dotted(alias.name)
+            if from_text and name:
+                self._flag(alias, f"{from_text}.{name}")
+
+    def leave_ImportFrom(self, node: cst.ImportFrom) -> None:
+        self._imports -= 1
+
+    def visit_Import(self, node: cst.Import) -> None:
+        self._imports += 1
+
+    def leave_Import(self, node: cst.Import) -> None:
+        self._imports -= 1
+
+    def visit_Attribute(self, node: cst.Attribute) -> None:
+        self._skip.add(id(node.attr))
+        if not self._imports:
+            self._flag(node, self.ctx.resolve(node))
+
+    def visit_Arg(self, node: cst.Arg) -> None:
+        if node.keyword is not None:
+            self._skip.add(id(node.keyword))
+
+    def visit_Param(self, node: cst.Param) -> None:
+        self._skip.add(id(node.name))
+
+    def visit_Name(self, node: cst.Name) -> None:
+        if self._imports or id(node) in self._skip:
+            return
+        self._flag(node, self.ctx.resolve(node))
+

@@ -1,0 +1,79 @@
+"""DEV202: float16 autocast whose loss is back-propagated without a GradScaler."""
+
+from __future__ import annotations
+
+from ..amp import Frame, FrameRule
+
+
+class Fp16AutocastWithoutGradScaler(FrameRule):
+    """A float16 autocast region whose loss is back-propagated without a GradScaler."""
+
+    code = "DEV202"
+    name = "fp16-autocast-without-grad-scaler"
+    message = "float16 autocast without a GradScaler: small gradients underflow to zero; scale the loss with torch.amp.GradScaler or use dtype=torch.bfloat16"
+    triggers = ("autocast",)
+    what_it_does = """
+Flags a float16 autocast region (`dtype=torch.float16`/`torch.half`, or no dtype on CUDA:
+`torch.autocast("cuda")`, `torch.cuda.amp.autocast()`) in a scope (function or module) that
+calls `.backward()` after opening it while no GradScaler scales any loss in that scope. The
+finding is on the autocast call (the `with` item or the decorator). Left alone:
+`dtype=torch.bfloat16` (and the CPU default, bfloat16); a dtype or device type held in a
+variable (unknown, unless the device type is a literal `"cuda"`); inference (no backward in
+the scope); a scope where a scaler held elsewhere (`self.scaler`, a parameter named like a
+scaler) wraps the loss with `.scale(...)`; `enabled=False`."""
+    why_bad = """
+float16 has a narrow exponent range: gradients smaller than about 6e-8 flush to zero, so
+parts of the model silently stop learning. `GradScaler` multiplies the loss before backward
+and divides the gradients before the step (skipping steps with inf/NaN) to avoid this;
+bfloat16 has float32's range and needs no scaler."""
+    flagged = (
+        '''dev = "cuda" if torch.cuda.is_available() else "cpu"
+model = nn.Linear(8, 1).to(dev)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+with torch.autocast(dev, dtype=torch.float16):  # expect: DEV202
+    loss = model(torch.randn(4, 8, device=dev)).mean()
+loss.backward()
+opt.step()
+''',
+    )
+    clean = (
+        '''dev = "cuda" if torch.cuda.is_available() else "cpu"
+model = nn.Linear(8, 1).to(dev)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+scaler = torch.amp.GradScaler(dev)
+with torch.autocast(dev, dtype=torch.float16):
+    loss = model(torch.randn(4, 8, device=dev)).mean()
+scaler.scale(loss).backward()
+scaler.step(opt)
+scaler.update()
+''',
+        '''dev = "cuda" if torch.cuda.is_available() else "cpu"
+model = nn.Linear(8, 1).to(dev)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+with torch.autocast(dev, dtype=torch.bfloat16):
+    loss = model(torch.randn(4, 8, device=dev)).mean()
+loss.backward()
+opt.step()
+
+
+@torch.no_grad()
+def predict(x):
+    with torch.autocast(dev, dtype=torch.float16):
+        return model(x)
+
+
+def train_step(x, grad_scaler):
+    with torch.autocast(dev, dtype=torch.float16):
+        loss = model(x).mean()
+    grad_scaler.scale(loss).backward()
+''',
+    )
+    fix_safety = "This rule has no autofix: adding a GradScaler changes the step and the update."
+
+    def check(self, frame: Frame) -> None:
+        if any(e.kind == "scale" or (e.kind == "backward" and e.scaled) for e in frame.events):
+            return
+        backwards = [e.order for e in frame.of("backward")]
+        for region, order in frame.regions:
+            if region.active and region.float16 and any(b > order for b in backwards):
+                self.report_at(region)

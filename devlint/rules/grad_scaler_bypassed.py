@@ -1,0 +1,93 @@
+"""DEV203: a GradScaler in use, but the optimizer steps directly or a loss is not scaled."""
+
+from __future__ import annotations
+
+from ..amp import Frame, FrameRule
+
+
+class GradScalerBypassed(FrameRule):
+    """With a GradScaler in use, `optimizer.step()` called directly or a loss back-propagated unscaled."""
+
+    code = "DEV203"
+    name = "grad-scaler-bypassed"
+    message = "{what} bypasses the GradScaler in use in this scope: {fix}"
+    triggers = ("scale",)
+    what_it_does = """
+In a scope (function or module) where a GradScaler scales a loss (`scaler.scale(loss)`),
+flags `optimizer.step()` called directly on an optimizer tied to the scaled loss (one passed to
+`scaler.step`/`scaler.unscale_` in that scope, or any optimizer when the scope never calls
+`scaler.step`), and `loss.backward()` (or `torch.autograd.backward(loss)`) on a loss that was
+not scaled. Code on the other arm of an `if` that chooses between the AMP and the plain path
+(`if scaler is not None: ... else: ...`, also split over two `if` statements testing the same
+condition) is left alone, as are optimizers not tied to the scaled loss and learning-rate
+schedulers."""
+    why_bad = """
+`scaler.scale(loss).backward()` leaves gradients multiplied by the scale factor (65536 by
+default): `optimizer.step()` then applies updates tens of thousands of times too large, and
+skips neither inf nor NaN gradients. An unscaled `loss.backward()` next to a scaler loses the
+protection against float16 underflow that the scaler was added for."""
+    flagged = (
+        '''dev = "cuda" if torch.cuda.is_available() else "cpu"
+model = nn.Linear(8, 1).to(dev)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+scaler = torch.amp.GradScaler(dev)
+with torch.autocast(dev, dtype=torch.float16):
+    loss = model(torch.randn(4, 8, device=dev)).mean()
+scaler.scale(loss).backward()
+opt.step()  # expect: DEV203
+''',
+        '''def train(model, opt, scaler, batches):
+    for x in batches:
+        aux = model(x).abs().mean()
+        aux.backward(retain_graph=True)  # expect: DEV203
+        scaler.scale(model(x).mean()).backward()
+        scaler.step(opt)
+        scaler.update()
+''',
+    )
+    clean = (
+        '''dev = "cuda" if torch.cuda.is_available() else "cpu"
+model = nn.Linear(8, 1).to(dev)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+sched = torch.optim.lr_scheduler.StepLR(opt, 10)
+scaler = torch.amp.GradScaler(dev)
+with torch.autocast(dev, dtype=torch.float16):
+    loss = model(torch.randn(4, 8, device=dev)).mean()
+scaler.scale(loss).backward()
+scaler.step(opt)
+scaler.update()
+sched.step()
+''',
+        '''def step(model, opt, loss, scaler=None):
+    if scaler is not None:
+        scaler.scale(loss).backward()
+    else:
+        loss.backward()
+    if scaler:
+        scaler.step(opt)
+        scaler.update()
+    else:
+        opt.step()
+''',
+    )
+    fix_safety = "This rule has no autofix."
+
+    def check(self, frame: Frame) -> None:
+        amp = self.amp
+        scaled = [e for e in frame.events if e.kind == "scale" or (e.kind == "backward" and e.scaled)]
+        if not scaled:
+            return
+        steps = list(frame.of("step"))
+        tied = {e.target for e in frame.events if e.kind in ("step", "unscale") and e.target}
+        for event in frame.events:
+            if event.kind == "opt_step":
+                if steps and event.target not in tied:
+                    continue
+                if any(amp.compatible(event, s) for s in scaled + steps):
+                    self.report_at(
+                        event,
+                        self.message.format(what=f"{event.target}.step()", fix=f"call scaler.step({event.target}) then scaler.update()"),
+                    )
+            elif event.kind == "backward" and not event.scaled:
+                if any(amp.compatible(event, s) for s in scaled):
+                    self.report_at(event, self.message.format(what="an unscaled backward()", fix="call scaler.scale(loss).backward()"))

@@ -1,0 +1,54 @@
+"""DEV204: ``scaler.step(...)`` without ``scaler.update()``."""
+
+from __future__ import annotations
+
+from ..amp import Frame, FrameRule
+
+
+class GradScalerUpdateMissing(FrameRule):
+    """`scaler.step(optimizer)` with no `scaler.update()` in the same loop body or function."""
+
+    code = "DEV204"
+    name = "grad-scaler-update-missing"
+    message = "scaler.step() without scaler.update() in the same loop body or function: call {scaler}.update() after the step"
+    triggers = (".step(",)
+    what_it_does = """
+Flags `scaler.step(optimizer)` when the same scaler's `update()` is not called in the same
+function (or module), or, for a step inside a loop, not in that loop's body. An update on
+the other arm of an `if` does not count; a step and an update together under one condition
+(gradient accumulation: `if (i + 1) % accum == 0:`), an update after a conditional step, and
+several `scaler.step` calls (two optimizers) sharing one `update()` are fine."""
+    why_bad = """
+`update()` adjusts the scale factor and resets the scaler's per-step state. Without it the
+scale never grows back after an overflow, and the next `scaler.step` raises `RuntimeError:
+step() has already been called since the last update()`."""
+    flagged = (
+        '''def train(model, opt, scaler, batches):
+    for x in batches:
+        scaler.scale(model(x).mean()).backward()
+        scaler.step(opt)  # expect: DEV204
+        opt.zero_grad()
+    scaler.update()
+''',
+    )
+    clean = (
+        '''def train(model, opt_g, opt_d, scaler, batches, accum=4):
+    for i, x in enumerate(batches):
+        scaler.scale(model(x).mean() / accum).backward()
+        if (i + 1) % accum == 0:
+            scaler.step(opt_g)
+            scaler.step(opt_d)
+            scaler.update()
+''',
+    )
+    fix_safety = "This rule has no autofix."
+
+    def check(self, frame: Frame) -> None:
+        amp = self.amp
+        updates = list(frame.of("update"))
+        for step in frame.of("step"):
+            depth = len(step.loops)
+            if not any(
+                u.scaler == step.scaler and u.loops[:depth] == step.loops and amp.compatible(step, u) for u in updates
+            ):
+                self.report_at(step, self.message.format(scaler=step.scaler))
