@@ -8,12 +8,13 @@ files that have findings.
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import sys
 from typing import Iterable, Sequence
 
 import libcst as cst
-from libcst.metadata import MetadataWrapper, PositionProvider
+from libcst.metadata import CodePosition, CodeRange, MetadataWrapper, PositionProvider
 
 from . import guards
 from .finding import Finding
@@ -58,7 +59,8 @@ class Context:
         self.guard_depth = 0
         self._guard_nodes: set[int] = set()
         self._analyses: dict[type, Analysis] = {}
-        self.reports: list[tuple[Rule, cst.CSTNode, str, object]] = []
+        self.reports: list[tuple[Rule, cst.CSTNode, str, object, int]] = []
+        self.statement_index = 0  # index in Module.body of the statement being visited
 
     @property
     def guarded(self) -> bool:
@@ -79,7 +81,7 @@ class Context:
         return self._analyses[kind]
 
     def report(self, rule: Rule, node: cst.CSTNode, message: str, fix=None) -> None:
-        self.reports.append((rule, node, message, fix))
+        self.reports.append((rule, node, message, fix, self.statement_index))
 
 
 class _Core(Participant):
@@ -155,6 +157,11 @@ class _Core(Participant):
                 return
 
     def visit_Assign(self, node: cst.Assign) -> None:
+        value = node.value
+        if self.ctx.guarded and isinstance(value, cst.Call) and (self.ctx.resolve(value.func) or "").startswith("torch.cuda."):
+            # stream = torch.cuda.Stream() under a guard: later `if stream is not None:` is one too
+            self.ctx.guard_names.update(n for n in (dotted(t.target) for t in node.targets) if n)
+            return
         pol = guards.polarity(node.value, self.ctx)
         if pol:
             names = self.ctx.guard_names if pol == 1 else self.ctx.negative_guard_names
@@ -200,6 +207,7 @@ def _walk(module: cst.Module, visit: dict, leave: dict, ctx: Context) -> None:
     before their function or class is entered."""
     marks = ctx._guard_nodes
     fields = _FIELDS
+    top = {id(statement): i for i, statement in enumerate(module.body)}
     stack: list[tuple[cst.CSTNode, int]] = [(module, 0)]
     pop, push = stack.pop, stack.append
     while stack:
@@ -211,6 +219,8 @@ def _walk(module: cst.Module, visit: dict, leave: dict, ctx: Context) -> None:
             if id(node) in marks:
                 ctx.guard_depth -= 1
             continue
+        if state == 0 and id(node) in top:
+            ctx.statement_index = top[id(node)]
         if state == 0 and (kind is cst.FunctionDef or kind is cst.ClassDef) and node.decorators:
             push((node, 1))
             for decorator in reversed(node.decorators):
@@ -287,13 +297,15 @@ def lint(
     select: Sequence[str] = ("DEV",),
     ignore: Sequence[str] = (),
     rules: Sequence[type[Rule]] | None = None,
+    tree: ast.Module | None = None,
 ) -> list[Finding]:
     """All findings of the selected rules in ``source``, sorted by position.
 
     Never raises on bad input: text that cannot be decoded or parsed gives one ``DEV000``
     finding at the failing line; an internal failure gives one ``DEV000`` naming it.
     ``noqa`` comments are *not* applied here (flake8 applies its own; the CLI applies
-    :mod:`devlint.noqa`)."""
+    :mod:`devlint.noqa`). ``tree``, the stdlib ``ast`` of the same text if the caller has it
+    (flake8 does), saves a parse when positions are resolved."""
     rules = enabled_rules(select, ignore) if rules is None else rules
     try:
         text = decode(source) if isinstance(source, bytes) else source
@@ -301,25 +313,101 @@ def lint(
         return [Finding(path, 1, 0, PARSE_ERROR, f"could not parse: {exc}", 1, 0)]
     if not rules or not could_match(text, rules):
         return []
+    text, skipped = _defuse(text, path)
     try:
         module = cst.parse_module(text)
     except cst.ParserSyntaxError as exc:
-        line, col = max(exc.raw_line, 1), max(exc.raw_column, 0)
-        reason = str(exc.message).splitlines()[0] if exc.message else "syntax error"
-        return [Finding(path, line, col, PARSE_ERROR, f"could not parse: {reason}, line {line}", line, col)]
+        line, col, reason = _syntax_error(text, exc)
+        return [*skipped, Finding(path, line, col, PARSE_ERROR, f"could not parse: {reason}, line {line}", line, col)]
     except Exception as exc:  # noqa: BLE001 - the native parser may raise other errors
-        return [Finding(path, 1, 0, PARSE_ERROR, f"could not parse: {type(exc).__name__}: {exc}", 1, 0)]
+        return [*skipped, Finding(path, 1, 0, PARSE_ERROR, f"could not parse: {type(exc).__name__}: {exc}", 1, 0)]
     limit = sys.getrecursionlimit()
     try:
         sys.setrecursionlimit(max(limit, 20000))  # libcst's codegen recurses per nesting level
-        return _analyse(module, path, text, rules)
+        return sorted([*skipped, *_analyse(module, path, text, rules, tree)])
     except Exception as exc:  # noqa: BLE001 - one bad file never aborts a run
         return [Finding(path, 1, 0, PARSE_ERROR, f"could not analyse: {type(exc).__name__}: {exc}", 1, 0)]
     finally:
         sys.setrecursionlimit(limit)
 
 
-def _analyse(module: cst.Module, path: str, text: str, rules: Sequence[type[Rule]]) -> list[Finding]:
+#: libcst's parser is superlinear in the length of one binary-operator chain (3,000 terms on a
+#: line: 30 s). Lines this long with this many operators are blanked and reported instead.
+LONG_LINE, MANY_OPERATORS = 10_000, 1_000
+
+
+def _defuse(text: str, path: str) -> tuple[str, list[Finding]]:
+    """Replace pathological lines by ``...`` (same indentation) and report each as DEV000."""
+    if len(text) < LONG_LINE:
+        return text, []
+    lines = text.split("\n")
+    skipped = []
+    for i, line in enumerate(lines):
+        if len(line) > LONG_LINE and sum(line.count(op) for op in "+-*/|&%@.") > MANY_OPERATORS:
+            indent = line[: len(line) - len(line.lstrip())]
+            lines[i] = indent + "..."
+            skipped.append(Finding(path, i + 1, 0, PARSE_ERROR, f"could not analyse: line of {len(line)} characters is too long, skipped", i + 1, 0))
+    return ("\n".join(lines), skipped) if skipped else (text, [])
+
+
+def _syntax_error(text: str, exc: cst.ParserSyntaxError) -> tuple[int, int, str]:
+    """(line, 0-based column, reason) of a syntax error, in CPython's words where it agrees."""
+    try:
+        compile(text, "<devlint>", "exec", flags=ast.PyCF_ONLY_AST, dont_inherit=True)
+    except SyntaxError as err:
+        if err.lineno:
+            return err.lineno, max((err.offset or 1) - 1, 0), err.msg
+    except (RecursionError, MemoryError, ValueError):
+        pass
+    reason = str(exc.message).splitlines()[0] if exc.message else "syntax error"
+    return max(exc.raw_line, 1), max(exc.raw_column, 0), reason
+
+
+def _positions(module: cst.Module, text: str, wanted: dict[int, list], tree: ast.Module | None):
+    """Node -> CodeRange for the reported nodes only.
+
+    ``wanted`` maps a top-level statement index to the nodes reported in it. Each such
+    statement is rendered alone with libcst's ``PositionProvider`` and shifted by its first
+    line, taken from the stdlib ``ast`` (about 10x cheaper to parse than libcst); without a
+    usable ``ast`` the whole module is rendered."""
+    if tree is None:
+        try:
+            tree = ast.parse(text)
+        except (SyntaxError, RecursionError, MemoryError, ValueError):
+            tree = None
+    starts: list[int] = []
+    if tree is not None:
+        k = 0
+        for statement in module.body:
+            if k >= len(tree.body):
+                break
+            node = tree.body[k]
+            decorators = getattr(node, "decorator_list", None)
+            starts.append(min(d.lineno for d in decorators) if decorators else node.lineno)
+            k += len(statement.body) if isinstance(statement, cst.SimpleStatementLine) else 1
+        if k != len(tree.body):
+            starts = []
+    if not starts:
+        return MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+    found = {}
+    for index, nodes in wanted.items():
+        statement = module.body[index]
+        single = module.with_changes(body=[statement], header=(), footer=())
+        where = MetadataWrapper(single, unsafe_skip_copy=True).resolve(PositionProvider)
+        decorators = getattr(statement, "decorators", None)
+        shift = starts[index] - where[decorators[0] if decorators else statement].start.line
+        for node in nodes:
+            code_range = where.get(node)
+            if code_range is None:  # reported after its statement was left: render it all
+                return MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+            found[node] = CodeRange(
+                CodePosition(code_range.start.line + shift, code_range.start.column),
+                CodePosition(code_range.end.line + shift, code_range.end.column),
+            )
+    return found
+
+
+def _analyse(module: cst.Module, path: str, text: str, rules: Sequence[type[Rule]], tree=None) -> list[Finding]:
     ctx = Context(path, text)
     analyses: list[Analysis] = []
     for rule in rules:
@@ -332,9 +420,12 @@ def _analyse(module: cst.Module, path: str, text: str, rules: Sequence[type[Rule
     _walk(module, visit, leave, ctx)
     if not ctx.reports:
         return []
-    positions = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+    wanted: dict[int, list] = {}
+    for _, node, _, _, index in ctx.reports:
+        wanted.setdefault(index, []).append(node)
+    positions = _positions(module, text, wanted, tree)
     findings = set()
-    for rule, node, message, fix in ctx.reports:
+    for rule, node, message, fix, _ in ctx.reports:
         where = positions.get(node)
         if where is None:
             continue

@@ -8,6 +8,8 @@ When flake8's selection cannot keep any DEV code (e.g. ``--select=E9``), nothing
 
 from __future__ import annotations
 
+import os
+import sys
 from typing import Any, ClassVar, Iterator
 
 from . import __version__
@@ -15,10 +17,16 @@ from .engine import PARSE_ERROR, lint
 from .rules import all_rules
 
 
+#: Set in the environment once the bare-``D`` warning is printed, so that flake8's worker
+#: processes (which may parse the options again) stay quiet.
+_WARNED = "DEVLINT_WARNED_BARE_D"
+
+
 class DevlintChecker:
     """flake8 AST plugin (``flake8.extension`` entry point ``DEV``).
 
-    ``tree`` is flake8's ``ast`` tree (unused: libcst parses ``lines``, so stdin works);
+    ``tree`` is flake8's ``ast`` tree (libcst parses ``lines``, so stdin works; the tree only
+    places findings cheaply);
     ``lines`` the file's lines; ``filename`` its path. Yields ``(line, col, "DEVnnn msg", type)``
     with a 0-based column."""
 
@@ -27,24 +35,48 @@ class DevlintChecker:
     _active: ClassVar[bool] = True
 
     def __init__(self, tree: Any, lines: list[str], filename: str) -> None:
-        self.lines, self.filename = lines, filename
+        self.tree, self.lines, self.filename = tree, lines, filename
 
     @classmethod
     def parse_options(cls, options: Any) -> None:
-        """Skip all work when flake8's ``--select``/``--ignore`` drop every DEV code."""
+        """Skip all work when flake8's ``--select``/``--ignore`` drop every DEV code, and warn
+        once when a bare ``D`` in ``ignore``/``extend-ignore`` (pydocstyle's prefix) drops some."""
+        dropped: list[str] = []
         try:
             from flake8.style_guide import Decision, DecisionEngine
 
             engine = DecisionEngine(options)
-            cls._active = any(engine.decision_for(r.code) is Decision.Selected for r in all_rules())
+            decisions = {r.code: engine.decision_for(r.code) for r in all_rules()}
+            cls._active = any(d is Decision.Selected for d in decisions.values())
+            dropped = [code for code, d in decisions.items() if d is not Decision.Selected]
         except Exception:  # noqa: BLE001 - an unknown flake8 version: just run
             cls._active = True
+        try:
+            cls._warn_bare_d(options, dropped)
+        except Exception:  # noqa: BLE001 - a warning must never break the user's flake8 run
+            pass
+
+    @staticmethod
+    def _warn_bare_d(options: Any, dropped: list[str]) -> None:
+        """One stderr line per run (worker processes inherit the marker) when ``D`` hides DEV."""
+        if not dropped or os.environ.get(_WARNED):
+            return
+        listed = [*(getattr(options, "ignore", None) or ()), *(getattr(options, "extend_ignore", None) or ())]
+        if not any(str(code).strip().upper() == "D" for code in listed):
+            return
+        os.environ[_WARNED] = "1"
+        print(
+            f"devlint: flake8's ignore/extend-ignore holds a bare 'D' (pydocstyle), which also drops "
+            f"{len(dropped)} DEV code(s): ignore pydocstyle's codes as D1,D2,D3,D4 instead, "
+            f"or add extend-select = DEV",
+            file=sys.stderr,
+        )
 
     def run(self) -> Iterator[tuple[int, int, str, type]]:
         if not self._active:
             return
         try:
-            findings = lint("".join(self.lines), self.filename)
+            findings = lint("".join(self.lines), self.filename, tree=self.tree)
         except Exception:  # noqa: BLE001 - never abort the user's flake8 run
             return
         for finding in findings:

@@ -45,7 +45,10 @@ def test_cli_reports_unparsable_files_and_keeps_going(tmp_tree):
 
 
 def test_flake8_never_raises_on_bad_files(tmp_tree):
-    root = tmp_tree({**BAD, "a_good.py": GOOD, "z_good.py": GOOD})
+    # CPython's own ast.parse hits RecursionError on the 3,000-term expression, and flake8
+    # (before any plugin runs) aborts on it with or without devlint: that file is left out.
+    bad = {k: v for k, v in BAD.items() if k != "long_expression.py"}
+    root = tmp_tree({**bad, "a_good.py": GOOD, "z_good.py": GOOD})
     result = flake8("--select=DEV,E999", str(root))
     assert "Traceback" not in result.stderr, result.stderr[-2000:]
     found = parse_findings(result.stdout)
