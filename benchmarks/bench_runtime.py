@@ -3,7 +3,8 @@
     python benchmarks/bench_runtime.py [-n 5] [--device cpu]
 
 Runs the command N times as a fresh subprocess (``devlint runtime`` when ``devlint`` is on
-PATH, else ``python -m devlint.runtime``) and prints a table of the wall times and the median.
+PATH, else ``python -m devlint.runtime``) and prints a table of the wall times and the median,
+next to a baseline of ``python -c "import torch"`` (so a loaded machine can be read).
 Target: median under 3 s on a 2-core CPU machine.
 """
 
@@ -33,8 +34,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", action="append", default=[], help="passed to devlint runtime")
     args = parser.parse_args(argv)
     cmd = command(args.device)
-    times = []
+    baseline = [sys.executable, "-c", "import torch"]
+    times, base = [], []
     for _ in range(args.n):
+        start = time.perf_counter()
+        subprocess.run(baseline, capture_output=True)
+        base.append(time.perf_counter() - start)
         start = time.perf_counter()
         proc = subprocess.run(cmd, capture_output=True, text=True)
         times.append(time.perf_counter() - start)
@@ -46,11 +51,11 @@ def main(argv: list[str] | None = None) -> int:
                   f"{proc.stderr.strip().splitlines()[-1:]}", file=sys.stderr)
             return 2
     print(f"command: {' '.join(os.path.basename(c) if i == 0 else c for i, c in enumerate(cmd))}")
-    print(f"{'run':>4}  {'wall s':>7}")
-    for i, t in enumerate(times, 1):
-        print(f"{i:>4}  {t:7.2f}")
-    print(f"{'median':>4}  {statistics.median(times):7.2f}  (min {min(times):.2f}, max {max(times):.2f}, "
-          f"{os.cpu_count()} CPUs)")
+    print(f"{'run':>6}  {'wall s':>7}  {'import torch s':>14}")
+    for i, (t, b) in enumerate(zip(times, base), 1):
+        print(f"{i:>6}  {t:7.2f}  {b:14.2f}")
+    print(f"{'median':>6}  {statistics.median(times):7.2f}  {statistics.median(base):14.2f}"
+          f"  ({os.cpu_count()} CPUs, target: under 3 s)")
     return 0
 
 

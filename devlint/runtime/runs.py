@@ -47,7 +47,7 @@ class _Raw:
 
 
 def _first_line(exc: BaseException) -> str:
-    text = (str(exc).strip().splitlines() or [""])[0]
+    text = (str(exc).strip().splitlines() or [""])[0].rstrip(".")
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
@@ -331,11 +331,15 @@ def _deprecations(caught) -> list[Finding]:
             continue
         seen.add(text)
         api = re.match(r"`?([\w.]+)\(", text)
+        said = [p.strip().rstrip(".") for p in re.split(r"(?<=\.)\s+", text) if p.strip()]
+        advice = [p for p in said if p.lower().startswith("please ")]
+        what = "; ".join(p for p in said if p not in advice) or text
+        fix = advice[0][len("please "):] if advice else "use the replacement the warning names"
         out.append(Finding(
-            "deprecation", f"the step raised {w.category.__name__}: {text}",
-            "use the replacement the warning names (torch.amp.autocast / torch.amp.GradScaler)",
-            module=f"{os.path.basename(w.filename)}:{w.lineno}", op=api.group(1) if api else None,
-            related="DEV206" if "amp" in text else None))
+            "deprecation",
+            f"{os.path.basename(w.filename)}:{w.lineno} raised {w.category.__name__}: {what}", fix,
+            op=api.group(1) if api else None, related="DEV206" if "amp" in text else None,
+            details={"file": w.filename, "line": w.lineno}))
     return out
 
 
