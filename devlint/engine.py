@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import re
 import sys
 from typing import Iterable, Sequence
 
@@ -84,6 +85,12 @@ class Context:
         self.reports.append((rule, node, message, fix, self.statement_index))
 
 
+#: A module that imports one of these only runs where CUDA exists: it is guarded as a whole.
+_CUDA_ONLY_IMPORT = re.compile(
+    r"^\s*(?:from|import)\s+(?:megatron|apex|transformer_engine|flash_attn|xformers|cupy|pycuda|tensorrt|pynvml)\b", re.M
+)
+
+
 class _Core(Participant):
     """The engine's own bookkeeping: imports, scopes and availability guards."""
 
@@ -100,6 +107,8 @@ class _Core(Participant):
                     if isinstance(small, (cst.Import, cst.ImportFrom)):
                         self.ctx.names.add(small)
         self.ctx.scope = Scope("module", node, None, "<module>")
+        if _CUDA_ONLY_IMPORT.search(self.ctx.text):
+            self.ctx.guard_depth += 1  # the whole module needs CUDA anyway
         self._early_exits(node.body)
 
     def _enter(self, kind: str, node) -> None:
@@ -126,6 +135,18 @@ class _Core(Participant):
             self.ctx.guard(node.body)
         elif pol == -1:
             self.ctx.guard(node.orelse)
+
+    def visit_For(self, node: cst.For) -> None:
+        # for i in range(torch.cuda.device_count()): the body runs only with a device
+        it = node.iter
+        if isinstance(it, cst.Call) and dotted(it.func) == "range" and it.args:
+            last = it.args[-1].value if len(it.args) == 1 else it.args[1].value
+            if isinstance(last, cst.Call) and guards.polarity(last, self.ctx) == 1:
+                self.ctx.guard(node.body)
+
+    def visit_Try(self, node: cst.Try) -> None:
+        if guards.broad_handler(node):
+            self.ctx.guard(node.body)
 
     def visit_IfExp(self, node: cst.IfExp) -> None:
         pol = guards.polarity(node.test, self.ctx)
@@ -163,6 +184,9 @@ class _Core(Participant):
             self.ctx.guard_names.update(n for n in (dotted(t.target) for t in node.targets) if n)
             return
         pol = guards.polarity(node.value, self.ctx)
+        if not pol and isinstance(value, cst.IfExp) and dotted(value.orelse) == "None":
+            # index = dev.index if dev.type == "cuda" else None: not None only with a device
+            pol = max(guards.polarity(value.test, self.ctx), 0)
         if pol:
             names = self.ctx.guard_names if pol == 1 else self.ctx.negative_guard_names
             for target in node.targets:

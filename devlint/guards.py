@@ -38,7 +38,10 @@ AVAILABILITY = frozenset(
         "torch.backends.cudnn.is_available",
     }
 )
-ACCELERATORS = ("cuda", "mps", "xpu", "hpu", "npu", "xla")
+ACCELERATORS = ("cuda", "mps", "xpu", "hpu", "npu", "xla", "gpu", "mlu", "musa")
+#: Library helpers that test for an accelerator: accelerate's ``is_xpu_available()``,
+#: transformers' ``is_torch_cuda_available()``, ``is_bf16_supported``-style checks.
+_HELPER = re.compile(r"^(is_|has_|check_)\w*(cuda|gpu|mps|xpu|npu|mlu|musa|hpu|xla|tpu|accelerator|nccl)\w*(available|supported|capability)\w*$")
 _FLAG = re.compile(r"^(use_|on_|is_|has_|with_|enable_|run_on_)?(cuda|gpu|gpus|accelerator|mps|xpu)$")
 _DECORATOR = re.compile(r"(require|skip|only|need|gpu_test|cuda_test)", re.I)
 _EXITS = {"pytest.skip", "sys.exit", "exit", "quit", "self.skipTest", "unittest.skip"}
@@ -86,6 +89,9 @@ def polarity(expr: cst.BaseExpression, ctx) -> int:
         if name in AVAILABILITY:
             return 1
         func = expr.func
+        called = dotted(func)
+        if called and _HELPER.match(called.rsplit(".", 1)[-1]):
+            return 1
         if isinstance(func, cst.Attribute) and func.attr.value == "startswith" and expr.args:
             if _is_accelerator_string(expr.args[0].value):
                 return 1
@@ -141,6 +147,17 @@ def _comparison(expr: cst.Comparison, ctx) -> int:
 def _is_accelerator_tuple(node: cst.CSTNode) -> bool:
     if isinstance(node, (cst.Tuple, cst.List, cst.Set)) and node.elements:
         return all(_is_accelerator_string(e.value) for e in node.elements)
+    return False
+
+
+def broad_handler(node: cst.Try) -> bool:
+    """``try: ... except Exception:`` (or bare, ``RuntimeError``, ``AssertionError``): a call
+    that raises without an accelerator is handled there."""
+    for handler in node.handlers:
+        kinds = handler.type
+        names = [dotted(e.value) for e in kinds.elements] if isinstance(kinds, cst.Tuple) else [dotted(kinds)] if kinds else [None]
+        if any(n in (None, "Exception", "BaseException", "RuntimeError", "AssertionError") for n in names):
+            return True
     return False
 
 

@@ -136,9 +136,9 @@ model = torch.nn.Linear(4, 2).to(device)
                 self.report(arg, self.message.format(device=device))
             return
         if name in ("torch.amp.GradScaler", "torch.GradScaler") and any(
-            a.keyword is not None and a.keyword.value == "enabled" for a in node.args
+            (a.keyword is not None and a.keyword.value == "enabled") or a.star == "**" for a in node.args
         ):
-            return  # enabled= decides per device; the literal only names the scaler's kind
+            return  # enabled= (perhaps in **kwargs) decides per device; the literal names the kind
         for arg in device_arguments(node, self.ctx):
             device = literal_device(arg)
             if device is None:
