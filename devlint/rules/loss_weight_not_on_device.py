@@ -1,0 +1,101 @@
+"""DEV115: a loss module built with CPU class weights in a scope that moves the model."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from ..dataflow import CPU, DeviceFlow
+from ..names import dotted
+from ..rule import Rule
+
+_WEIGHT_KEYWORDS = frozenset({"weight", "pos_weight"})
+
+
+class LossWeightNotOnDevice(Rule):
+    """A loss module holds CPU weight tensors while the model was moved to a device."""
+
+    code = "DEV115"
+    name = "loss-weight-not-on-device"
+    message = "loss built with a CPU weight tensor in a scope that moves the model to a device: move the loss with .to(device) or create the weight with device="
+    triggers = ("Loss",)
+    requires = (DeviceFlow,)
+    what_it_does = """
+Flags a `torch.nn` loss module (`nn.CrossEntropyLoss`, `nn.BCEWithLogitsLoss`, `nn.NLLLoss`...)
+built with a tensor argument (`weight=`, `pos_weight=`, or the first positional argument)
+that was created without a device (`torch.tensor([...])`, a factory call, `torch.from_numpy`),
+in a function or module body where a model is moved to a device and the loss module itself is
+never moved. `criterion.to(device)`, weights created with `device=` or moved with
+`.to(device)`, and scopes with no device move are left alone."""
+    why_bad = """
+The weight is a buffer of the loss module, so it stays on the CPU unless the loss module is
+moved. The first loss computed on the GPU outputs raises `RuntimeError: Expected all tensors
+to be on the same device` (on a GPU box only)."""
+    flagged = (
+        '''device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+weights = torch.tensor([1.0, 5.0])
+criterion = nn.CrossEntropyLoss(weight=weights)  # expect: DEV115
+model = nn.Linear(4, 2).to(device)
+''',
+    )
+    clean = (
+        '''device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+model = nn.Linear(4, 2).to(device)
+criterion = nn.CrossEntropyLoss(weight=torch.tensor([1.0, 5.0]))
+criterion.to(device)
+bce = nn.BCEWithLogitsLoss(pos_weight=torch.tensor([3.0], device=device))
+''',
+    )
+    fix_safety = "This rule has no autofix."
+
+    def __init__(self, ctx) -> None:
+        super().__init__(ctx)
+        self._scopes: list[tuple[object, dict]] = [(ctx.analysis(DeviceFlow).frame, {})]
+
+    def _weighted_loss(self, flow: DeviceFlow, call: cst.Call) -> bool:
+        name = self.ctx.resolve(call.func) or ""
+        if not (name.startswith("torch.nn.") and name.endswith("Loss")):
+            return False
+        for i, arg in enumerate(call.args):
+            if arg.star or not (i == 0 and arg.keyword is None or arg.keyword is not None and arg.keyword.value in _WEIGHT_KEYWORDS):
+                continue
+            v = flow.value(arg.value)
+            if v is not None and v.kind == CPU and not v.explicit and not v.module:
+                return True
+        return False
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        self._scopes.append((self.ctx.analysis(DeviceFlow).frame, {}))
+
+    def leave_FunctionDef(self, node: cst.FunctionDef) -> None:
+        self._finish(*self._scopes.pop())
+
+    def leave_Module(self, node: cst.Module) -> None:
+        while self._scopes:
+            self._finish(*self._scopes.pop())
+
+    def _finish(self, frame, found: dict) -> None:
+        if frame.moved and not frame.silent:
+            for where in found.values():
+                self.report(where)
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        flow = self.ctx.analysis(DeviceFlow)
+        found = self._scopes[-1][1]
+        value = node.value
+        for target in node.targets:
+            name = dotted(target.target)
+            if name is None:
+                continue
+            found.pop(name, None)
+            if isinstance(value, cst.Call) and self._weighted_loss(flow, value):
+                cls = flow.cls
+                if name.startswith(f"{flow.frame.self_name}.") and (cls is None or cls.is_module):
+                    continue
+                found[name] = value
+
+    def visit_Call(self, node: cst.Call) -> None:
+        func = node.func
+        if isinstance(func, cst.Attribute) and func.attr.value in ("to", "cuda"):
+            name = dotted(func.value)
+            if name is not None:
+                self._scopes[-1][1].pop(name, None)

@@ -1,0 +1,155 @@
+"""DEV114: submodules kept in a Python list, dict or tuple on ``self``."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from ..dataflow import MODEL, DeviceFlow
+from ..rule import Rule
+
+_EMPTY_CALLS = frozenset({"list", "dict", "tuple"})
+_WRAPPERS = frozenset({"list", "tuple", "dict"})
+
+
+class SubmodulesInPlainContainer(Rule):
+    """Submodules kept in a plain Python container are invisible to `.to()` and the optimizer."""
+
+    code = "DEV114"
+    name = "submodules-in-plain-container"
+    message = "submodules in a plain list/dict/tuple are not registered, so .to(device) and .parameters() skip them: use nn.ModuleList or nn.ModuleDict"
+    triggers = ("__init__",)
+    requires = (DeviceFlow,)
+    what_it_does = """
+In `__init__` of an `nn.Module` subclass, flags `self.name = [...]` (also a tuple, a dict, a
+comprehension, `list(...)`/`tuple(...)` of a generator, or an empty list later filled with
+`self.name.append(...)`) whose items are modules: `torch.nn` layers or `nn.Module` subclasses
+of the same file. `nn.ModuleList`/`nn.ModuleDict`/`nn.Sequential`, containers of non-modules,
+containers of existing module objects (a common way to hide a module from the `state_dict`)
+and a container wrapped in `nn.ModuleList` before `__init__` ends are left alone."""
+    why_bad = """
+`nn.Module` registers submodules only when they are assigned directly or through
+`nn.ModuleList`/`nn.ModuleDict`. Layers in a plain list are not moved by `model.to(device)`
+(the forward pass then raises a device mismatch on a GPU), are not returned by
+`model.parameters()` (the optimizer never trains them) and are missing from the
+`state_dict`."""
+    flagged = (
+        '''class Stack(nn.Module):
+    def __init__(self, depth=3):
+        super().__init__()
+        self.layers = [nn.Linear(8, 8) for _ in range(depth)]  # expect: DEV114
+
+    def forward(self, x):
+        for layer in self.layers:
+            x = layer(x)
+        return x
+''',
+        '''class Heads(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.heads = {}  # expect: DEV114
+        for name in ("a", "b"):
+            self.heads[name] = nn.Linear(8, 2)
+''',
+    )
+    clean = (
+        '''class Stack(nn.Module):
+    def __init__(self, depth=3, teacher=None):
+        super().__init__()
+        self.layers = nn.ModuleList(nn.Linear(8, 8) for _ in range(depth))
+        self.sizes = [8 for _ in range(depth)]
+        self._teacher = [teacher]  # kept out of the state_dict on purpose
+        blocks = [nn.Linear(8, 8), nn.ReLU()]
+        self.body = nn.Sequential(*blocks)
+''',
+    )
+    fix_safety = "This rule has no autofix: renaming the container changes the `state_dict` keys."
+
+    def __init__(self, ctx) -> None:
+        super().__init__(ctx)
+        self._scopes: list[tuple[object, dict, dict] | None] = []
+
+    def _is_module(self, flow: DeviceFlow, expr) -> bool:
+        if not isinstance(expr, cst.Call):
+            return False
+        v = flow.value(expr, {})
+        return v is not None and v.kind == MODEL and v.module
+
+    def _holds_modules(self, flow: DeviceFlow, expr) -> bool | None:
+        """True: a container of modules; None: an empty container; False: anything else."""
+        if isinstance(expr, (cst.List, cst.Tuple, cst.Set)):
+            items = [e.value for e in expr.elements if not isinstance(e, cst.StarredElement)]
+            if not expr.elements:
+                return None
+            return bool(items) and all(self._is_module(flow, e) for e in items)
+        if isinstance(expr, cst.Dict):
+            items = [e.value for e in expr.elements if isinstance(e, cst.DictElement)]
+            if not expr.elements:
+                return None
+            return bool(items) and all(self._is_module(flow, e) for e in items)
+        if isinstance(expr, (cst.ListComp, cst.SetComp, cst.GeneratorExp)):
+            return self._is_module(flow, expr.elt) and not isinstance(expr, cst.GeneratorExp)
+        if isinstance(expr, cst.DictComp):
+            return self._is_module(flow, expr.value)
+        if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name) and expr.func.value in _WRAPPERS and not self.ctx.resolve(expr.func):
+            if not expr.args:
+                return None
+            inner = expr.args[0].value
+            if isinstance(inner, cst.GeneratorExp):
+                return self._is_module(flow, inner.elt)
+            return self._holds_modules(flow, inner) is True
+        return False
+
+    def _scope(self):
+        flow = self.ctx.analysis(DeviceFlow)
+        frame = flow.frame
+        if not self._scopes or self._scopes[-1] is None or self._scopes[-1][0] is not frame:
+            return None, flow
+        return self._scopes[-1], flow
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        frame = self.ctx.analysis(DeviceFlow).frame
+        ok = frame.name == "__init__" and frame.cls is not None and frame.cls.is_module and frame.self_name
+        self._scopes.append((frame, {}, {}) if ok else None)
+
+    def leave_FunctionDef(self, node: cst.FunctionDef) -> None:
+        scope = self._scopes.pop()
+        if scope is not None:
+            for where in scope[1].values():
+                self.report(where)
+
+    def _self_attr(self, flow, expr) -> str | None:
+        if isinstance(expr, cst.Attribute) and flow.is_self(expr.value):
+            return expr.attr.value
+        return None
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        scope, flow = self._scope()
+        if scope is None:
+            return
+        _, found, empty = scope
+        for target in node.targets:
+            t = target.target
+            name = self._self_attr(flow, t)
+            if name is not None:
+                holds = self._holds_modules(flow, node.value)
+                found.pop(name, None)
+                empty.pop(name, None)
+                if holds:
+                    found[name] = node
+                elif holds is None:
+                    empty[name] = node
+            elif isinstance(t, cst.Subscript):
+                name = self._self_attr(flow, t.value)
+                if name in empty and self._is_module(flow, node.value):
+                    found[name] = empty.pop(name)
+
+    def visit_Call(self, node: cst.Call) -> None:
+        scope, flow = self._scope()
+        if scope is None or not isinstance(node.func, cst.Attribute):
+            return
+        _, found, empty = scope
+        name = self._self_attr(flow, node.func.value)
+        if name in empty and node.func.attr.value in ("append", "insert", "extend") and node.args:
+            value = node.args[-1].value
+            if self._is_module(flow, value) or (node.func.attr.value == "extend" and self._holds_modules(flow, value)):
+                found[name] = empty.pop(name)

@@ -1,0 +1,144 @@
+"""DEV113: a plain tensor attribute of a module, which ``module.to(device)`` does not move."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from ..dataflow import CPU, DeviceFlow
+from ..rule import Rule
+
+_SHAPE_ONLY = frozenset({"shape", "device", "dtype", "ndim", "size", "dim", "numel", "is_cuda"})
+_MOVES = frozenset({"to", "cuda", "type_as"})
+_CUSTOM_MOVE = frozenset({"_apply", "to", "cuda", "_load_from_state_dict"})
+
+
+class _ClassState:
+    __slots__ = ("info", "candidates", "reads", "handled", "excluded")
+
+    def __init__(self, info) -> None:
+        self.info = info
+        self.candidates: dict[str, cst.CSTNode] = {}
+        self.reads: set[str] = set()
+        self.handled: set[str] = set()
+        self.excluded: set[int] = set()
+
+
+class TensorAttributeNotBuffer(Rule):
+    """A tensor kept as a plain attribute of a module stays behind when the module moves."""
+
+    code = "DEV113"
+    name = "tensor-attribute-not-buffer"
+    message = "plain tensor attribute is not moved by module.to(device) and is read in forward: register it with self.register_buffer(...)"
+    triggers = ("forward",)
+    requires = (DeviceFlow,)
+    what_it_does = """
+In `__init__` of an `nn.Module` subclass, flags `self.name = <tensor>` where the tensor is a
+factory call, `torch.tensor([...])`, `torch.from_numpy(...)` or the result of a function of the
+same module whose every `return` is such a tensor, when `forward` reads `self.name`.
+`nn.Parameter(...)`, `self.register_buffer(...)`, non-tensor attributes, tensors used only in
+`__init__`, reads in `forward` that only ask for the shape or move the tensor
+(`self.name.to(x.device)`), and classes that override `_apply`/`to` are left alone."""
+    why_bad = """
+`module.to(device)` moves parameters and registered buffers, not plain attributes: after
+`model.to("cuda")` the attribute is still on the CPU and `forward` raises `RuntimeError:
+Expected all tensors to be on the same device`. The tensor is also missing from the
+`state_dict`."""
+    flagged = (
+        '''class Normalize(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.mean = torch.tensor([0.485, 0.456, 0.406])  # expect: DEV113
+
+    def forward(self, x):
+        return x - self.mean[None, :, None, None]
+''',
+    )
+    clean = (
+        '''class Normalize(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("mean", torch.tensor([0.485, 0.456, 0.406]))
+        self.scale = nn.Parameter(torch.ones(3))
+        self.table = torch.arange(10)
+
+    def forward(self, x):
+        n = self.table.shape[0]
+        return (x - self.mean[None, :, None, None]) * self.scale[None, :, None, None] / n
+''',
+    )
+    fix_safety = "This rule has no autofix: `persistent=False` or not is the author's choice."
+
+    def __init__(self, ctx) -> None:
+        super().__init__(ctx)
+        self._classes: list[_ClassState | None] = []
+
+    def _state(self, method: str) -> _ClassState | None:
+        flow = self.ctx.analysis(DeviceFlow)
+        if not self._classes or self._classes[-1] is None:
+            return None
+        state = self._classes[-1]
+        frame = flow.frame
+        if frame.cls is not state.info or frame.name != method or frame.self_name is None:
+            return None
+        return state
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> None:
+        info = self.ctx.analysis(DeviceFlow).classes[-1]
+        self._classes.append(_ClassState(info) if info.is_module and not (info.methods & _CUSTOM_MOVE) else None)
+
+    def leave_ClassDef(self, node: cst.ClassDef) -> None:
+        state = self._classes.pop()
+        if state is None:
+            return
+        for name, where in state.candidates.items():
+            if name in state.reads and name not in state.handled:
+                self.report(where)
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        flow = self.ctx.analysis(DeviceFlow)
+        state = self._state("__init__")
+        if state is not None:
+            v = flow.value(node.value)
+            for target in node.targets:
+                t = target.target
+                if isinstance(t, cst.Attribute) and flow.is_self(t.value):
+                    if v is not None and v.kind == CPU and not v.explicit and not v.module:
+                        state.candidates[t.attr.value] = node
+                    else:
+                        state.candidates.pop(t.attr.value, None)
+            return
+        state = self._state("forward")
+        if state is not None:
+            for target in node.targets:
+                t = target.target
+                if isinstance(t, cst.Attribute) and flow.is_self(t.value):
+                    state.handled.add(t.attr.value)
+                    state.excluded.add(id(t))
+
+    def visit_Call(self, node: cst.Call) -> None:
+        func = node.func
+        if not isinstance(func, cst.Attribute):
+            return
+        flow = self.ctx.analysis(DeviceFlow)
+        state = self._state("__init__")
+        if state is not None and func.attr.value in ("register_buffer", "register_parameter") and flow.is_self(func.value):
+            if node.args and isinstance(node.args[0].value, cst.SimpleString):
+                state.candidates.pop(node.args[0].value.evaluated_value, None)
+            return
+        state = self._state("forward")
+        if state is not None and isinstance(func.value, cst.Attribute) and flow.is_self(func.value.value):
+            if func.attr.value in _MOVES:
+                state.handled.add(func.value.attr.value)
+            if func.attr.value in _MOVES or func.attr.value in _SHAPE_ONLY:
+                state.excluded.add(id(func.value))
+
+    def visit_Attribute(self, node: cst.Attribute) -> None:
+        state = self._state("forward")
+        if state is None:
+            return
+        flow = self.ctx.analysis(DeviceFlow)
+        inner = node.value
+        if node.attr.value in _SHAPE_ONLY and isinstance(inner, cst.Attribute) and flow.is_self(inner.value):
+            state.excluded.add(id(inner))
+        if flow.is_self(inner) and id(node) not in state.excluded and node.attr.value in state.candidates:
+            state.reads.add(node.attr.value)
