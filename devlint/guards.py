@@ -41,8 +41,8 @@ AVAILABILITY = frozenset(
 ACCELERATORS = ("cuda", "mps", "xpu", "hpu", "npu", "xla", "gpu", "mlu", "musa")
 #: Library helpers that test for an accelerator: accelerate's ``is_xpu_available()``,
 #: transformers' ``is_torch_cuda_available()``, ``is_bf16_supported``-style checks.
-_HELPER = re.compile(r"^(is_|has_|check_)\w*(cuda|gpu|mps|xpu|npu|mlu|musa|hpu|xla|tpu|accelerator|nccl)\w*(available|supported|capability)\w*$")
-_FLAG = re.compile(r"^(use_|on_|is_|has_|with_|enable_|run_on_)?(cuda|gpu|gpus|accelerator|mps|xpu)$")
+_HELPER = re.compile(r"^(is_|has_|check_)\w*(cuda|gpu|mps|xpu|npu|mlu|musa|hpu|xla|tpu|accelerator|nccl|model_parallel)\w*(available|supported|capability)\w*$")
+_FLAG = re.compile(r"^(use_|on_|is_|has_|with_|enable_|run_on_)?(cuda|gpu|gpus|accelerator|mps|xpu|model_parallel)$")
 _DECORATOR = re.compile(r"(require|skip|only|need|gpu_test|cuda_test)", re.I)
 _EXITS = {"pytest.skip", "sys.exit", "exit", "quit", "self.skipTest", "unittest.skip"}
 
@@ -120,6 +120,12 @@ def _comparison(expr: cst.Comparison, ctx) -> int:
         return 0
     target = expr.comparisons[0]
     op, right, left = target.operator, target.comparator, expr.left
+    if (
+        isinstance(left, cst.Call) and dotted(left.func) == "len" and left.args
+        and (ctx.names.resolve(left.args[0].value) or "").startswith("torch.cuda.")
+    ):
+        # len(torch.cuda.default_generators) > 0
+        return 1 if isinstance(op, (cst.GreaterThan, cst.GreaterThanEqual, cst.NotEqual)) else 0
     if isinstance(left, cst.Call) and ctx.names.resolve(left.func) in AVAILABILITY:
         # device_count() > 0, is_available() == True, device_count() == 0
         if isinstance(right, cst.Integer) and right.value == "0":

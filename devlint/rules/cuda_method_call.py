@@ -44,6 +44,8 @@ print(torch.cuda.device_count())
         func = node.func
         if not isinstance(func, cst.Attribute) or func.attr.value != "cuda" or self.ctx.guarded:
             return
+        if self.ctx.scope is not None and self.ctx.scope.name == "cuda":
+            return  # implementing a class's own .cuda() method
         receiver = self.ctx.resolve(func.value)
         if receiver is not None and receiver.split(".", 1)[0] in ("torch", "numba", "cupy", "jax"):
             return  # a module attribute, not the tensor method
