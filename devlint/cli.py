@@ -6,12 +6,17 @@ Exit codes, as ruff's: 0 no findings, 1 findings, 2 usage or internal error.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+from collections import Counter
+from pathlib import Path
 from typing import Sequence
 
-from . import __version__
+from . import __version__, formats
+from .config import ConfigError, Config, resolve as resolve_config
 from .engine import PARSE_ERROR, enabled_rules
 from .finding import Finding
+from .formats.text import line as _text_line
 from .rules import all_rules
 from .runner import check_paths, discover
 
@@ -21,30 +26,78 @@ def _codes(value: str) -> list[str]:
 
 def format_text(finding: Finding) -> str:
     """``path:line:col: CODE message`` with a 1-based column, as flake8 and ruff print."""
-    return f"{finding.path}:{finding.line}:{finding.column + 1}: {finding.code} {finding.message}"
+    return _text_line(finding)
+
+
+def repository_root(start: str | None = None) -> Path:
+    """The nearest folder holding ``.git`` from ``start`` (default: the current folder)
+    upwards, else the current folder: machine-readable formats give paths relative to it."""
+    here = Path(os.path.abspath(start or os.getcwd()))
+    for folder in (here, *here.parents):
+        if (folder / ".git").exists():
+            return folder
+    return Path(os.getcwd())
+
+
+def _per_file_dropped(finding: Finding, config: Config) -> bool:
+    codes = config.ignored_codes(finding.path)
+    return bool(codes) and finding.code.startswith(tuple(codes))
+
+
+def _statistics(findings: Sequence[Finding], fmt: str) -> str:
+    counts = Counter(f.code for f in findings)
+    names = {r.code: r.name for r in all_rules()} | {PARSE_ERROR: "unreadable-file"}
+    rows = sorted(counts.items(), key=lambda item: (-item[1], item[0]))
+    if fmt == "json":
+        import json
+
+        return json.dumps([{"code": c, "name": names.get(c, ""), "count": n} for c, n in rows], indent=2) + "\n"
+    width = max((len(str(n)) for _, n in rows), default=1)
+    return "".join(f"{n:>{width}}\t{c}\t{names.get(c, '')}\n" for c, n in rows)
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    select = _codes(args.select) if args.select else ["DEV"]
-    ignore = _codes(args.ignore) if args.ignore else []
-    if args.extend_select:
-        select += _codes(args.extend_select)
+    try:
+        config = resolve_config(args.paths, isolated=args.isolated)
+    except ConfigError as exc:
+        print(f"devlint: error: {exc}", file=sys.stderr)
+        return 2
+    select, ignore = config.selection(
+        _codes(args.select) if args.select else None,
+        _codes(args.extend_select) if args.extend_select else (),
+        _codes(args.ignore) if args.ignore else (),
+    )
     rules = enabled_rules(select, ignore)
     if not rules and not any(PARSE_ERROR.startswith(s) or s.startswith(PARSE_ERROR) for s in select):
         print(f"devlint: error: no rule matches --select {','.join(select)}", file=sys.stderr)
         return 2
-    files = list(discover(args.paths or ["."]))
+    if args.statistics and args.format not in ("text", "json"):
+        print("devlint: error: --statistics works with --format text or json", file=sys.stderr)
+        return 2
+    files = list(discover(
+        args.paths or ["."], exclude=config.exclude, extend_exclude=config.extend_exclude,
+        root=config.root, force_exclude=args.force_exclude,
+    ))
     findings = check_paths(files, select, ignore)
-    out = sys.stdout
-    for finding in findings:
-        out.write(format_text(finding) + "\n")
-    if findings:
-        noun = "finding" if len(findings) == 1 else "findings"
-        touched = len({f.path for f in findings})
-        out.write(f"Found {len(findings)} {noun} in {touched} of {len(files)} files.\n")
+    if config.per_file_ignores:
+        findings = [f for f in findings if not _per_file_dropped(f, config)]
+    if args.statistics:
+        report = _statistics(findings, args.format)
     else:
-        out.write(f"All checks passed ({len(files)} files).\n")
-    return 1 if findings else 0
+        report = formats.get(args.format)(findings, rules, repository_root())
+    if args.format == "text":
+        if findings:
+            noun = "finding" if len(findings) == 1 else "findings"
+            touched = len({f.path for f in findings})
+            report += f"Found {len(findings)} {noun} in {touched} of {len(files)} files.\n"
+        else:
+            report += f"All checks passed ({len(files)} files).\n"
+    if args.output_file:
+        Path(args.output_file).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.output_file).write_text(report, encoding="utf-8")
+    else:
+        sys.stdout.write(report)
+    return 1 if findings and not args.exit_zero else 0
 
 
 def cmd_rule(args: argparse.Namespace) -> int:
@@ -80,6 +133,12 @@ def build_parser(with_runtime: bool = False) -> argparse.ArgumentParser:
     check.add_argument("--select", help="comma-separated code prefixes to enable (default: DEV)")
     check.add_argument("--extend-select", help="code prefixes to enable on top of --select")
     check.add_argument("--ignore", help="comma-separated code prefixes to disable")
+    check.add_argument("--format", choices=formats.NAMES, default="text", help="output format (default: text)")
+    check.add_argument("--output-file", metavar="FILE", help="write the report to FILE instead of standard output")
+    check.add_argument("--exit-zero", action="store_true", help="exit 0 even when there are findings")
+    check.add_argument("--statistics", action="store_true", help="print the number of findings per code instead of each finding")
+    check.add_argument("--force-exclude", action="store_true", help="apply exclude patterns to files named on the command line too")
+    check.add_argument("--isolated", action="store_true", help="ignore [tool.devlint] in pyproject.toml")
     check.set_defaults(func=cmd_check)
 
     rule = sub.add_parser("rule", help="show a rule's docs, or list every rule")

@@ -44,6 +44,9 @@ class Finding:
     end_line: int = 0
     end_column: int = 0
     fix: Fix | None = field(default=None, compare=False)
+    #: The 1-based code-cell number when ``path`` is a Jupyter notebook; ``line`` is then
+    #: relative to that cell.
+    cell: int | None = None
 
     @property
     def text(self) -> str:

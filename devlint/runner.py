@@ -7,7 +7,8 @@ import sys
 from pathlib import Path
 from typing import Iterable, Sequence
 
-from . import noqa
+from . import noqa, notebook
+from .config import path_matches
 from .engine import PARSE_ERROR, decode, lint
 from .finding import Finding
 
@@ -16,22 +17,56 @@ SKIP_DIRS = {".git", ".hg", ".svn", "__pycache__", ".venv", "venv", ".env", "env
              "build", "dist", ".eggs"}
 
 
-def discover(paths: Sequence[str]) -> Iterable[str]:
+def is_excluded(path: str, patterns: Sequence[str], root: Path | None = None) -> bool:
+    """Does any glob in ``patterns`` match ``path`` (relative to ``root``, absolute, or its
+    name) or one of its folders below ``root``?"""
+    if not patterns or path == "-":
+        return False
+    root = Path(os.path.abspath(root or os.getcwd()))
+    current = Path(os.path.abspath(path))
+    while True:
+        if any(path_matches(current, pattern, root) for pattern in patterns):
+            return True
+        if current.parent == current or current.parent == root or root not in current.parents:
+            return False
+        current = current.parent
+
+
+def discover(
+    paths: Sequence[str],
+    *,
+    exclude: Sequence[str] | None = None,
+    extend_exclude: Sequence[str] = (),
+    root: Path | None = None,
+    force_exclude: bool = False,
+) -> Iterable[str]:
     """Files to lint: named files as given; directories recursed for ``*.py``/``*.pyi``,
-    skipping VCS folders, virtual environments (any folder holding ``pyvenv.cfg``) and caches."""
+    skipping VCS folders, virtual environments (any folder holding ``pyvenv.cfg``) and caches.
+
+    ``exclude`` (glob patterns; ``None`` keeps the default folders above) and
+    ``extend_exclude`` skip matching files and folders during the search, matched relative to
+    ``root``; a file named on the command line is linted anyway unless ``force_exclude``."""
+    patterns = [*(exclude or ()), *extend_exclude]
+    skip_dirs = SKIP_DIRS if exclude is None else set()
     for raw in paths:
         path = Path(raw)
         if not path.is_dir():
-            yield raw
+            if not (force_exclude and is_excluded(raw, patterns, root)):
+                yield raw
             continue
-        for root, dirs, files in os.walk(path):
+        if force_exclude and is_excluded(raw, patterns, root):
+            continue
+        for folder, dirs, files in os.walk(path):
             dirs[:] = sorted(
-                d for d in dirs if d not in SKIP_DIRS and not d.endswith(".egg-info")
-                and not os.path.exists(os.path.join(root, d, "pyvenv.cfg"))
+                d for d in dirs if d not in skip_dirs and not (exclude is None and d.endswith(".egg-info"))
+                and not os.path.exists(os.path.join(folder, d, "pyvenv.cfg"))
+                and not (patterns and any(path_matches(os.path.join(folder, d), p, root or Path.cwd()) for p in patterns))
             )
             for name in sorted(files):
                 if name.endswith((".py", ".pyi")):
-                    yield os.path.join(root, name)
+                    full = os.path.join(folder, name)
+                    if not (patterns and any(path_matches(full, p, root or Path.cwd()) for p in patterns)):
+                        yield full
 
 
 def check_source(data: bytes, path: str, select: Sequence[str], ignore: Sequence[str]) -> list[Finding]:
@@ -52,6 +87,8 @@ def check_file(path: str, select: Sequence[str], ignore: Sequence[str]) -> list[
         data = sys.stdin.buffer.read() if path == "-" else Path(path).read_bytes()
     except OSError as exc:
         return [Finding(path, 1, 0, PARSE_ERROR, f"could not read: {exc.strerror or exc}", 1, 0)]
+    if path.endswith(".ipynb"):
+        return notebook.check(data, path, check_source, select, ignore)
     return check_source(data, path, select, ignore)
 
 
@@ -60,5 +97,5 @@ def check_paths(files: Sequence[str], select: Sequence[str] = ("DEV",), ignore: 
     findings: list[Finding] = []
     for path in files:
         findings.extend(check_file(path, select, ignore))
-    findings.sort(key=lambda f: (f.path, f.line, f.column, f.code))
+    findings.sort(key=lambda f: (f.path, f.cell or 0, f.line, f.column, f.code))
     return findings

@@ -1,0 +1,80 @@
+"""Output formats of ``devlint check --format``: one module per format, each with a
+``render(findings, rules, root) -> str`` function.
+
+``findings`` are the findings to report (``# noqa`` already applied), ``rules`` the rule
+classes that ran, ``root`` the folder that machine-readable paths are made relative to (the
+repository: SARIF, GitHub and GitLab want repository-relative paths).
+"""
+
+from __future__ import annotations
+
+import os
+from functools import lru_cache
+from pathlib import Path
+from typing import Callable, Sequence
+
+from ..finding import Finding
+from ..rule import Rule
+
+Renderer = Callable[[Sequence[Finding], Sequence[type[Rule]], Path], str]
+
+#: The format names ``--format`` accepts, in the order ``--help`` lists them.
+NAMES = ("text", "json", "sarif", "github", "gitlab")
+
+
+def get(name: str) -> Renderer:
+    """The ``render`` function of the format called ``name`` (raises ``KeyError``)."""
+    if name not in NAMES:
+        raise KeyError(name)
+    from importlib import import_module
+
+    return import_module(f"{__name__}.{name}").render
+
+
+def relative_path(path: str, root: Path) -> str:
+    """``path`` relative to ``root`` with ``/`` separators, or absolute when outside it."""
+    if path == "-":
+        return path
+    absolute = Path(os.path.abspath(path))
+    try:
+        return absolute.relative_to(Path(os.path.abspath(root))).as_posix()
+    except ValueError:
+        return absolute.as_posix()
+
+
+def end_of(finding: Finding) -> tuple[int, int]:
+    """(end line, 0-based end column) of a finding; a finding without an end ends where it starts."""
+    if finding.end_line:
+        return finding.end_line, finding.end_column
+    return finding.line, finding.column
+
+
+def described(finding: Finding) -> str:
+    """The message, led by ``cell N:`` for a notebook (whose line numbers count from its cell)."""
+    return f"cell {finding.cell}: {finding.message}" if finding.cell else finding.message
+
+
+@lru_cache(maxsize=256)
+def _lines(path: str, cell: int | None) -> tuple[str, ...]:
+    try:
+        data = Path(path).read_bytes()
+    except OSError:
+        return ()
+    if cell is not None:
+        from ..notebook import cell_lines
+
+        return tuple(cell_lines(data, cell))
+    from ..engine import decode
+
+    try:
+        return tuple(decode(data).splitlines())
+    except (SyntaxError, UnicodeDecodeError, LookupError):
+        return tuple(data.decode("utf-8", "replace").splitlines())
+
+
+def source_line(finding: Finding) -> str | None:
+    """The text of the line a finding starts on, read from its file (``None`` if unreadable)."""
+    if finding.path == "-":
+        return None
+    lines = _lines(finding.path, finding.cell)
+    return lines[finding.line - 1] if 0 < finding.line <= len(lines) else None
