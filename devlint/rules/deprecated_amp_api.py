@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import libcst as cst
 
 from ..names import dotted
@@ -22,6 +24,11 @@ REPLACEMENTS = {
 }
 
 
+#: An ``if`` test that checks the torch version: the deprecated spelling there is a fallback.
+_VERSION_GATE = re.compile(r"version|TORCH_(GREATER|LESS|VERSION)|TORCH_\d|torch_\d", re.I)
+_FALLBACK_ERRORS = ("ImportError", "ModuleNotFoundError", "AttributeError")
+
+
 class DeprecatedAmpApi(Rule):
     """The deprecated `torch.cuda.amp` / `torch.cpu.amp` autocast, GradScaler and custom_fwd/bwd."""
 
@@ -34,7 +41,12 @@ Flags each import and each use of `torch.cuda.amp.autocast`, `torch.cuda.amp.Gra
 `torch.cuda.amp.custom_fwd`/`custom_bwd`, `torch.cpu.amp.autocast` and
 `torch.cpu.amp.GradScaler`, in any spelling (`torch.cuda.amp.X`, `from torch.cuda.amp import
 X`, `from torch.cuda import amp` then `amp.X`, as a call, a decorator or an annotation). The
-message names the `torch.amp` replacement. `torch.amp.*` and `torch.autocast` are left alone."""
+message names the `torch.amp` replacement. `torch.amp.*` and `torch.autocast` are left alone,
+as is code that supports old PyTorch versions on purpose: the deprecated spelling on either
+arm of a version test (`torch.amp.GradScaler("cuda") if _TORCH_GREATER_EQUAL_2_4 else
+torch.cuda.amp.GradScaler()`, `if is_torch_version(">=", "2.3"): ... else: ...`), in an
+`except ImportError`/`except AttributeError` fallback, and a bare reference that probes for
+the name (`_ = torch.cpu.amp.autocast` in a `try`)."""
     why_bad = """
 These names are deprecated since PyTorch 2.4 and warn on every use (`FutureWarning:
 torch.cuda.amp.GradScaler(args...) is deprecated`). They also hard-code the device: the
@@ -64,8 +76,13 @@ and a positional `enabled` argument of the old API must become a keyword."""
         super().__init__(ctx)
         self._skip: set[int] = set()
         self._imports = 0
+        self._gates: list[bool] = []
+        self._fallback = 0
+        self._printer = cst.Module(body=[])
 
     def _flag(self, node: cst.CSTNode, name: str | None) -> None:
+        if self._fallback or any(self._gates):
+            return
         replacement = REPLACEMENTS.get(name or "")
         if replacement is not None:
             self.report(node, self.message.format(name=name, replacement=replacement))
@@ -89,9 +106,44 @@ and a positional `enabled` argument of the old API must become a keyword."""
     def leave_Import(self, node: cst.Import) -> None:
         self._imports -= 1
 
+    # -- code for old PyTorch versions --------------------------------------------------------
+    def _version_test(self, test: cst.BaseExpression) -> bool:
+        return bool(_VERSION_GATE.search(self._printer.code_for_node(test)))
+
+    def visit_If(self, node: cst.If) -> None:
+        self._gates.append(self._version_test(node.test))
+
+    def leave_If(self, node: cst.If) -> None:
+        self._gates.pop()
+
+    def visit_IfExp(self, node: cst.IfExp) -> None:
+        self._gates.append(self._version_test(node.test))
+
+    def leave_IfExp(self, node: cst.IfExp) -> None:
+        self._gates.pop()
+
+    def visit_ExceptHandler(self, node: cst.ExceptHandler) -> None:
+        text = self._printer.code_for_node(node.type) if node.type is not None else ""
+        self._fallback += any(e in text for e in _FALLBACK_ERRORS)
+
+    def leave_ExceptHandler(self, node: cst.ExceptHandler) -> None:
+        text = self._printer.code_for_node(node.type) if node.type is not None else ""
+        self._fallback -= any(e in text for e in _FALLBACK_ERRORS)
+
+    def _probe(self, node: cst.CSTNode) -> None:
+        """``_ = torch.cpu.amp.autocast`` / a bare ``torch.cuda.amp.GradScaler``: a probe."""
+        self._skip.add(id(node))
+
+    def visit_Expr(self, node: cst.Expr) -> None:
+        self._probe(node.value)
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        if all(isinstance(t.target, cst.Name) and t.target.value == "_" for t in node.targets):
+            self._probe(node.value)
+
     def visit_Attribute(self, node: cst.Attribute) -> None:
         self._skip.add(id(node.attr))
-        if not self._imports:
+        if not self._imports and id(node) not in self._skip:
             self._flag(node, self.ctx.resolve(node))
 
     def visit_Arg(self, node: cst.Arg) -> None:
