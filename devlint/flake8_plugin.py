@@ -8,6 +8,7 @@ When flake8's selection cannot keep any DEV code (e.g. ``--select=E9``), nothing
 
 from __future__ import annotations
 
+import copy
 import os
 import sys
 from typing import Any, ClassVar, Iterator
@@ -63,6 +64,17 @@ class DevlintChecker:
             return
         listed = [*(getattr(options, "ignore", None) or ()), *(getattr(options, "extend_ignore", None) or ())]
         if not any(str(code).strip().upper() == "D" for code in listed):
+            return
+        from flake8.style_guide import Decision, DecisionEngine
+
+        without_d = copy.copy(options)
+        for name in ("ignore", "extend_ignore"):
+            value = getattr(options, name, None)
+            if value:
+                setattr(without_d, name, [c for c in value if str(c).strip().upper() != "D"])
+        engine = DecisionEngine(without_d)
+        dropped = [code for code in dropped if engine.decision_for(code) is Decision.Selected]
+        if not dropped:  # the selection drops them anyway (``select = E,F``): not D's doing
             return
         os.environ[_WARNED] = "1"
         print(

@@ -144,5 +144,7 @@ def test_flake8_warns_once_about_a_bare_d(tmp_tree):
     assert "DEV" not in result.stdout
     quiet = flake8("--extend-ignore=D1,D2", "a.py", cwd=root)
     assert "bare 'D'" not in quiet.stderr and "DEV102" in quiet.stdout
+    not_selected = flake8("--select=E,F", "--extend-ignore=D", "a.py", cwd=root)
+    assert "bare 'D'" not in not_selected.stderr  # DEV is not selected anyway: not D's doing
     reselected = flake8("--ignore=D", "--extend-select=DEV", "a.py", cwd=root)
     assert "bare 'D'" not in reselected.stderr and "DEV102" in reselected.stdout
