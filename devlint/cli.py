@@ -18,6 +18,7 @@ from .engine import PARSE_ERROR, enabled_rules
 from .finding import Finding
 from .formats.text import line as _text_line
 from .rules import all_rules
+from .cache import Cache
 from .runner import check_paths, discover
 
 def _codes(value: str) -> list[str]:
@@ -78,7 +79,9 @@ def cmd_check(args: argparse.Namespace) -> int:
         args.paths or ["."], exclude=config.exclude, extend_exclude=config.extend_exclude,
         root=config.root, force_exclude=args.force_exclude,
     ))
-    findings = check_paths(files, select, ignore)
+    cache = None if args.no_cache else Cache(config.root or Path.cwd(), select, ignore)
+    jobs = args.jobs if args.jobs is not None else (os.cpu_count() or 1)
+    findings = check_paths(files, select, ignore, jobs=max(1, jobs), cache=cache)
     if config.per_file_ignores:
         findings = [f for f in findings if not _per_file_dropped(f, config)]
     if args.statistics:
@@ -139,6 +142,8 @@ def build_parser(with_runtime: bool = False) -> argparse.ArgumentParser:
     check.add_argument("--statistics", action="store_true", help="print the number of findings per code instead of each finding")
     check.add_argument("--force-exclude", action="store_true", help="apply exclude patterns to files named on the command line too")
     check.add_argument("--isolated", action="store_true", help="ignore [tool.devlint] in pyproject.toml")
+    check.add_argument("-j", "--jobs", type=int, metavar="N", help="worker processes (default: the CPU count)")
+    check.add_argument("--no-cache", action="store_true", help="neither read nor write .devlint_cache/")
     check.set_defaults(func=cmd_check)
 
     rule = sub.add_parser("rule", help="show a rule's docs, or list every rule")

@@ -298,8 +298,9 @@ def enabled_rules(select: Sequence[str] = ("DEV",), ignore: Sequence[str] = ()) 
 
 
 def could_match(text: str, rules: Sequence[type[Rule]]) -> bool:
-    """The pre-screen: can any of these rules match this text at all?"""
-    return any(t in text for r in rules for t in r.triggers)
+    """The pre-screen: can any of these rules match this text at all? (See ``Rule.triggers``.)"""
+    torch = "torch" in text
+    return any((torch or not r.needs_torch) and any(t in text for t in r.triggers) for r in rules)
 
 
 def decode(data: bytes) -> str:

@@ -43,8 +43,10 @@ class Rule(Participant):
     name: ClassVar[str]
     #: The finding's text after the code: what is wrong, then the fix in a few words.
     message: ClassVar[str]
-    #: Substrings a file must contain for this rule to possibly match (pre-screen).
+    #: Pre-screen: a file is parsed for this rule only if it contains one of these substrings
+    #: and, when ``needs_torch``, the word ``torch`` (every import of torch spells it).
     triggers: ClassVar[tuple[str, ...]] = ("torch",)
+    needs_torch: ClassVar[bool] = True
     #: Sources with ``# expect: CODE`` markers on the lines that must be reported; they run
     #: after :data:`PREAMBLE` (``import torch``, ``import torch.nn as nn``).
     flagged: ClassVar[tuple[str, ...]] = ()

@@ -7,7 +7,12 @@ import sys
 from pathlib import Path
 from typing import Iterable, Sequence
 
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from functools import partial
+
 from . import noqa, notebook
+from .cache import Cache
 from .config import path_matches
 from .engine import PARSE_ERROR, decode, lint
 from .finding import Finding
@@ -92,10 +97,45 @@ def check_file(path: str, select: Sequence[str], ignore: Sequence[str]) -> list[
     return check_source(data, path, select, ignore)
 
 
-def check_paths(files: Sequence[str], select: Sequence[str] = ("DEV",), ignore: Sequence[str] = ()) -> list[Finding]:
-    """Findings of every file, sorted by path, line, column and code."""
+def _check_one(path: str, select: Sequence[str], ignore: Sequence[str], cache: Cache | None) -> list[Finding]:
+    if cache is None or path == "-":
+        return check_file(path, select, ignore)
+    try:
+        data = Path(path).read_bytes()
+    except OSError:
+        return check_file(path, select, ignore)
+    key = cache.key(path, data)
+    findings = cache.get(key)
+    if findings is None:
+        findings = notebook.check(data, path, check_source, select, ignore) if path.endswith(".ipynb") \
+            else check_source(data, path, select, ignore)
+        cache.put(key, findings)
+    return findings
+
+
+def check_paths(
+    files: Sequence[str],
+    select: Sequence[str] = ("DEV",),
+    ignore: Sequence[str] = (),
+    *,
+    jobs: int = 1,
+    cache: Cache | None = None,
+) -> list[Finding]:
+    """Findings of every file, sorted by path, line, column and code.
+
+    ``jobs`` > 1 lints in that many worker processes (standard input is always read here);
+    ``cache`` serves and stores findings by file content (:mod:`devlint.cache`)."""
+    work = partial(_check_one, select=select, ignore=ignore, cache=cache)
     findings: list[Finding] = []
-    for path in files:
-        findings.extend(check_file(path, select, ignore))
+    if jobs > 1 and len(files) >= 2 * jobs and "-" not in files:
+        try:
+            with ProcessPoolExecutor(max_workers=jobs) as pool:
+                for result in pool.map(work, files, chunksize=max(1, min(16, len(files) // (4 * jobs)))):
+                    findings.extend(result)
+        except (OSError, BrokenProcessPool):  # no processes here (a sandbox): run serially
+            findings = [f for path in files for f in work(path)]
+    else:
+        for path in files:
+            findings.extend(work(path))
     findings.sort(key=lambda f: (f.path, f.cell or 0, f.line, f.column, f.code))
     return findings

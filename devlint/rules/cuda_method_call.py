@@ -14,6 +14,7 @@ class CudaMethodCall(Rule):
     name = "cuda-method-call"
     message = ".cuda() pins this to CUDA: use .to(device)"
     triggers = (".cuda(",)
+    needs_torch = False  # model.cuda() needs no import
     what_it_does = """
 Flags `.cuda()` and `.cuda(N)` calls on any tensor or module outside an availability guard.
 `torch.cuda` the module is left alone, and so is `.cuda()` under

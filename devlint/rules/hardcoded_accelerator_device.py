@@ -18,7 +18,8 @@ class HardcodedAcceleratorDevice(Rule):
     code = "DEV101"
     name = "hardcoded-accelerator-device"
     message = 'hardcoded device "{device}": choose the device once, e.g. torch.device("cuda" if torch.cuda.is_available() else "cpu"), and pass it along'
-    triggers = ("cuda", "mps", "xpu")
+    triggers = ('"cuda', "'cuda", '"mps', "'mps", '"xpu', "'xpu", "torch.cuda.")
+    needs_torch = False  # .to("cuda") needs no import
     what_it_does = """
 Flags a string literal naming an accelerator (`"cuda"`, `"cuda:N"`, `"mps"`, `"xpu"`) used as
 a device: `torch.device("cuda")`, `.to("cuda")`, `device="cuda"` on any call,

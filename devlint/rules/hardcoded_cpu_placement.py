@@ -30,7 +30,7 @@ class HardcodedCpuPlacement(Rule):
     code = "DEV103"
     name = "hardcoded-cpu-placement"
     message = "{call} places this on the CPU while the code elsewhere uses an accelerator: use .to(device)"
-    triggers = (".cpu(", '"cpu"', "'cpu'")
+    triggers = (".cpu(", '"cpu"', "'cpu'")  # and torch: modules are recognised through it
     what_it_does = """
 Flags `.cpu()` and `.to("cpu")` used to *place* compute: on an `nn.Module` that is then
 called, trained or optimised in the same scope, or on a tensor that is then fed to a model
