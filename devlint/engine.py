@@ -226,46 +226,65 @@ def _fields(kind: type) -> tuple[str, ...]:
     return names
 
 
+def _skipped_types() -> frozenset[type]:
+    """Whitespace and punctuation nodes: nothing a rule looks at lives below them."""
+    import libcst._nodes.whitespace as whitespace
+
+    found = {v for v in vars(whitespace).values() if isinstance(v, type) and issubclass(v, cst.CSTNode)}
+    found |= {cst.Comma, cst.Dot, cst.Colon, cst.Semicolon, cst.AssignEqual, cst.LeftParen, cst.RightParen,
+              cst.LeftSquareBracket, cst.RightSquareBracket, cst.LeftCurlyBrace, cst.RightCurlyBrace}
+    return frozenset(found)
+
+
+_SKIP_TYPES = _skipped_types()
+
+
 def _walk(module: cst.Module, visit: dict, leave: dict, ctx: Context) -> None:
     """Visit every node once, in source order, without recursion; decorators are visited
-    before their function or class is entered."""
+    before their function or class is entered. A node gets a leave step only if some
+    participant has a ``leave_`` hook for its type or it opens a guard."""
     marks = ctx._guard_nodes
     fields = _FIELDS
+    skip = _SKIP_TYPES
+    node_type = cst.CSTNode
     top = {id(statement): i for i, statement in enumerate(module.body)}
     stack: list[tuple[cst.CSTNode, int]] = [(module, 0)]
     pop, push = stack.pop, stack.append
     while stack:
         node, state = pop()
-        kind = type(node)
+        kind = node.__class__
         if state == 2:
             for hook in leave.get(kind, ()):
                 hook(node)
             if id(node) in marks:
                 ctx.guard_depth -= 1
             continue
-        if state == 0 and id(node) in top:
-            ctx.statement_index = top[id(node)]
-        if state == 0 and (kind is cst.FunctionDef or kind is cst.ClassDef) and node.decorators:
-            push((node, 1))
-            for decorator in reversed(node.decorators):
-                push((decorator.decorator, 0))
-            continue
-        if id(node) in marks:
+        if state == 0:
+            if id(node) in top:
+                ctx.statement_index = top[id(node)]
+            if (kind is cst.FunctionDef or kind is cst.ClassDef) and node.decorators:
+                push((node, 1))
+                for decorator in reversed(node.decorators):
+                    push((decorator.decorator, 0))
+                continue
+        marked = id(node) in marks
+        if marked:
             ctx.guard_depth += 1
-        for hook in visit.get(kind, ()):
-            hook(node)
-        push((node, 2))
+        hooks = visit.get(kind)
+        if hooks:
+            for hook in hooks:
+                hook(node)
+        if marked or kind in leave:
+            push((node, 2))
         names = fields.get(kind) or _fields(kind)
-        children = []
-        for name in names:
+        for name in reversed(names):
             value = getattr(node, name)
-            if isinstance(value, cst.CSTNode):
-                children.append(value)
-            elif isinstance(value, (tuple, list)):
-                children.extend(v for v in value if isinstance(v, cst.CSTNode))
-        for child in reversed(children):
-            if id(child) in marks or type(child).__module__ != "libcst._nodes.whitespace":
-                push((child, 0))
+            if value.__class__ is tuple or value.__class__ is list:
+                for item in reversed(value):
+                    if isinstance(item, node_type) and item.__class__ not in skip:
+                        push((item, 0))
+            elif isinstance(value, node_type) and value.__class__ not in skip:
+                push((value, 0))
 
 
 def _tables(participants: Iterable[Participant]) -> tuple[dict, dict]:
