@@ -35,7 +35,7 @@ class DeprecatedAmpApi(Rule):
     code = "DEV206"
     name = "deprecated-amp-api"
     message = "{name} is deprecated: use {replacement}"
-    triggers = ("amp",)
+    triggers = ("cuda.amp", "cpu.amp", "import amp")
     what_it_does = """
 Flags each import and each use of `torch.cuda.amp.autocast`, `torch.cuda.amp.GradScaler`,
 `torch.cuda.amp.custom_fwd`/`custom_bwd`, `torch.cpu.amp.autocast` and
@@ -76,16 +76,17 @@ and a positional `enabled` argument of the old API must become a keyword."""
         super().__init__(ctx)
         self._skip: set[int] = set()
         self._imports = 0
-        self._gates: list[bool] = []
-        self._fallback = 0
+        self._gates: list[cst.BaseExpression] = []  # tests of the enclosing if/else
+        self._handlers: list[cst.BaseExpression] = []  # types of the enclosing except clauses
         self._printer = cst.Module(body=[])
 
     def _flag(self, node: cst.CSTNode, name: str | None) -> None:
-        if self._fallback or any(self._gates):
-            return
         replacement = REPLACEMENTS.get(name or "")
-        if replacement is not None:
-            self.report(node, self.message.format(name=name, replacement=replacement))
+        if replacement is None:
+            return
+        if any(self._version_test(t) for t in self._gates) or any(self._fallback(t) for t in self._handlers):
+            return
+        self.report(node, self.message.format(name=name, replacement=replacement))
 
     def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
         self._imports += 1
@@ -110,25 +111,28 @@ and a positional `enabled` argument of the old API must become a keyword."""
     def _version_test(self, test: cst.BaseExpression) -> bool:
         return bool(_VERSION_GATE.search(self._printer.code_for_node(test)))
 
+    def _fallback(self, kind: cst.BaseExpression) -> bool:
+        return any(e in self._printer.code_for_node(kind) for e in _FALLBACK_ERRORS)
+
     def visit_If(self, node: cst.If) -> None:
-        self._gates.append(self._version_test(node.test))
+        self._gates.append(node.test)
 
     def leave_If(self, node: cst.If) -> None:
         self._gates.pop()
 
     def visit_IfExp(self, node: cst.IfExp) -> None:
-        self._gates.append(self._version_test(node.test))
+        self._gates.append(node.test)
 
     def leave_IfExp(self, node: cst.IfExp) -> None:
         self._gates.pop()
 
     def visit_ExceptHandler(self, node: cst.ExceptHandler) -> None:
-        text = self._printer.code_for_node(node.type) if node.type is not None else ""
-        self._fallback += any(e in text for e in _FALLBACK_ERRORS)
+        if node.type is not None:
+            self._handlers.append(node.type)
 
     def leave_ExceptHandler(self, node: cst.ExceptHandler) -> None:
-        text = self._printer.code_for_node(node.type) if node.type is not None else ""
-        self._fallback -= any(e in text for e in _FALLBACK_ERRORS)
+        if node.type is not None:
+            self._handlers.pop()
 
     def _probe(self, node: cst.CSTNode) -> None:
         """``_ = torch.cpu.amp.autocast`` / a bare ``torch.cuda.amp.GradScaler``: a probe."""
