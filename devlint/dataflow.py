@@ -77,7 +77,7 @@ class V:
 class ClassInfo:
     """What a class body tells: its ``self.`` attributes, methods, and what it derives from."""
 
-    __slots__ = ("name", "attrs", "methods", "is_module", "silent", "param_attrs", "node")
+    __slots__ = ("name", "attrs", "methods", "is_module", "silent", "param_attrs", "torch_modules", "node")
 
     def __init__(self, node: cst.ClassDef, is_module: bool, silent: bool) -> None:
         self.node, self.name = node, node.name.value
@@ -85,6 +85,8 @@ class ClassInfo:
         self.methods = {s.name.value for s in node.body.body if isinstance(s, cst.FunctionDef)} if isinstance(node.body, cst.IndentedBlock) else set()
         self.is_module, self.silent = is_module, silent
         self.param_attrs: set[str] = set()
+        #: attributes holding a ``torch.nn`` layer (which does not move its inputs itself)
+        self.torch_modules: set[str] = set()
 
 
 class Frame:
@@ -428,6 +430,9 @@ class DeviceFlow(Analysis):
                 return self._placed(call, base, env)
             if base is None:
                 return None
+            if method == "type_as":  # takes the other tensor's dtype *and* device
+                other = self.value(call.args[0].value, env) if call.args else None
+                return V(other.kind) if other is not None and other.kind in TENSORS and not other.module else None
             if method.startswith("new_"):
                 return V(base.kind) if base.kind in TENSORS and not base.module else None
             if base.kind in TENSORS and not base.module:
@@ -682,6 +687,8 @@ class DeviceFlow(Analysis):
                 name = self.ctx.resolve(node.value.func) or ""
                 if name.endswith(("Parameter", "Buffer")):
                     cls.param_attrs.add(t.attr.value)
+                elif name.startswith("torch.nn.") and name.rsplit(".", 1)[-1][:1].isupper():
+                    cls.torch_modules.add(t.attr.value)
 
     # branches: the two arms of an ``if`` are joined
     def visit_If(self, node: cst.If) -> None:

@@ -122,7 +122,7 @@ all tensors to be on the same device` — on the GPU box only; on a laptop CPU e
         has_input = any(v is not None and v.kind == INP for v in values)
         if isinstance(func, cst.Attribute) and flow.is_self(func.value):
             cls = flow.cls
-            meets = cls is not None and func.attr.value not in cls.methods
+            meets = cls is not None and func.attr.value in cls.torch_modules  # a custom submodule may move its inputs
         elif isinstance(func, cst.Attribute) and not (self.ctx.resolve(func) or "").startswith("torch."):
             method = func.attr.value
             receiver = flow.value(func.value)

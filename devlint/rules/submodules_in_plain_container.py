@@ -66,13 +66,16 @@ and a container wrapped in `nn.ModuleList` before `__init__` ends are left alone
 
     def __init__(self, ctx) -> None:
         super().__init__(ctx)
-        self._scopes: list[tuple[object, dict, dict] | None] = []
+        self._scopes: list[tuple[object, dict, dict, list] | None] = []
 
     def _is_module(self, flow: DeviceFlow, expr) -> bool:
         if not isinstance(expr, cst.Call):
             return False
         v = flow.value(expr, {})
-        return v is not None and v.kind == MODEL and v.module
+        if v is None or v.kind != MODEL or not v.module:
+            return False
+        # a loss without weight tensors holds no parameters or buffers: nothing to move
+        return not v.loss or any(a.keyword is None or a.keyword.value in ("weight", "pos_weight") for a in expr.args)
 
     def _holds_modules(self, flow: DeviceFlow, expr) -> bool | None:
         """True: a container of modules; None: an empty container; False: anything else."""
@@ -109,11 +112,11 @@ and a container wrapped in `nn.ModuleList` before `__init__` ends are left alone
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         frame = self.ctx.analysis(DeviceFlow).frame
         ok = frame.name == "__init__" and frame.cls is not None and frame.cls.is_module and frame.self_name
-        self._scopes.append((frame, {}, {}) if ok else None)
+        self._scopes.append((frame, {}, {}, []) if ok else None)
 
     def leave_FunctionDef(self, node: cst.FunctionDef) -> None:
         scope = self._scopes.pop()
-        if scope is not None:
+        if scope is not None and not scope[3]:  # add_module/register_module registers the items
             for where in scope[1].values():
                 self.report(where)
 
@@ -126,7 +129,7 @@ and a container wrapped in `nn.ModuleList` before `__init__` ends are left alone
         scope, flow = self._scope()
         if scope is None:
             return
-        _, found, empty = scope
+        _, found, empty, _ = scope
         for target in node.targets:
             t = target.target
             name = self._self_attr(flow, t)
@@ -147,7 +150,10 @@ and a container wrapped in `nn.ModuleList` before `__init__` ends are left alone
         scope, flow = self._scope()
         if scope is None or not isinstance(node.func, cst.Attribute):
             return
-        _, found, empty = scope
+        _, found, empty, registers = scope
+        if node.func.attr.value in ("add_module", "register_module") and flow.is_self(node.func.value):
+            registers.append(node)
+            return
         name = self._self_attr(flow, node.func.value)
         if name in empty and node.func.attr.value in ("append", "insert", "extend") and node.args:
             value = node.args[-1].value
