@@ -78,6 +78,7 @@ sched.step()
         if not scaled:
             return
         steps = list(frame.of("step"))
+        scaler = next((e.scaler for e in frame.events if e.scaler), "scaler")
         tied = {e.target for e in frame.events if e.kind in ("step", "unscale") and e.target}
         for event in frame.events:
             if event.kind == "opt_step":
@@ -86,8 +87,8 @@ sched.step()
                 if any(amp.compatible(event, s) for s in scaled + steps):
                     self.report_at(
                         event,
-                        self.message.format(what=f"{event.target}.step()", fix=f"call scaler.step({event.target}) then scaler.update()"),
+                        self.message.format(what=f"{event.target}.step()", fix=f"call {scaler}.step({event.target}) then {scaler}.update()"),
                     )
             elif event.kind == "backward" and not event.scaled:
                 if any(amp.compatible(event, s) for s in scaled):
-                    self.report_at(event, self.message.format(what="an unscaled backward()", fix="call scaler.scale(loss).backward()"))
+                    self.report_at(event, self.message.format(what="an unscaled backward()", fix=f"call {scaler}.scale(loss).backward()"))
