@@ -118,6 +118,12 @@ def cmd_rule(args: argparse.Namespace) -> int:
     return 2
 
 
+def cmd_server(args: argparse.Namespace) -> int:
+    from .server import main as serve
+
+    return serve()
+
+
 def cmd_runtime(args: argparse.Namespace) -> int:
     from .runtime import cli as runtime_cli  # torch is imported only past this point
 
@@ -150,6 +156,9 @@ def build_parser(with_runtime: bool = False) -> argparse.ArgumentParser:
     rule.add_argument("code", nargs="?", help="a code (DEV101) or name (hardcoded-accelerator-device)")
     rule.add_argument("--all", action="store_true", help="list code, name and summary of every rule")
     rule.set_defaults(func=cmd_rule)
+
+    server = sub.add_parser("server", help="run the language server over stdio (needs devlint[server])")
+    server.set_defaults(func=cmd_server)
 
     runtime = sub.add_parser("runtime", help="run a training step on every device and compare (needs torch)")
     if with_runtime:
