@@ -57,6 +57,33 @@ def _statistics(findings: Sequence[Finding], fmt: str) -> str:
     return "".join(f"{n:>{width}}\t{c}\t{names.get(c, '')}\n" for c, n in rows)
 
 
+def _fix_files(files: Sequence[str], select: Sequence[str], ignore: Sequence[str], args: argparse.Namespace) -> int:
+    """Apply autofixes in place (``--fix``) or print them as a unified diff (``--diff``)."""
+    import difflib
+
+    from .fix import fix_source
+
+    total = 0
+    for path in files:
+        if path == "-":
+            continue
+        try:
+            data = Path(path).read_bytes()
+        except OSError:
+            continue
+        new, count = fix_source(data, path, select, ignore, unsafe=args.unsafe_fixes)
+        if not count:
+            continue
+        total += count
+        if args.diff:
+            before = data.decode("utf-8", "replace").splitlines(keepends=True)
+            after = new.decode("utf-8", "replace").splitlines(keepends=True)
+            sys.stdout.writelines(difflib.unified_diff(before, after, f"a/{path}", f"b/{path}"))
+        else:
+            Path(path).write_bytes(new)
+    return total
+
+
 def cmd_check(args: argparse.Namespace) -> int:
     try:
         config = resolve_config(args.paths, isolated=args.isolated)
@@ -79,6 +106,11 @@ def cmd_check(args: argparse.Namespace) -> int:
         args.paths or ["."], exclude=config.exclude, extend_exclude=config.extend_exclude,
         root=config.root, force_exclude=args.force_exclude,
     ))
+    fixed = 0
+    if args.fix or args.diff:
+        fixed = _fix_files(files, select, ignore, args)
+        if args.diff:
+            return 1 if fixed else 0
     cache = None if args.no_cache else Cache(config.root or Path.cwd(), select, ignore)
     jobs = args.jobs if args.jobs is not None else (os.cpu_count() or 1)
     findings = check_paths(files, select, ignore, jobs=max(1, jobs), cache=cache)
@@ -95,6 +127,8 @@ def cmd_check(args: argparse.Namespace) -> int:
             report += f"Found {len(findings)} {noun} in {touched} of {len(files)} files.\n"
         else:
             report += f"All checks passed ({len(files)} files).\n"
+        if fixed:
+            report += f"Fixed {fixed} {'finding' if fixed == 1 else 'findings'}.\n"
     if args.output_file:
         Path(args.output_file).parent.mkdir(parents=True, exist_ok=True)
         Path(args.output_file).write_text(report, encoding="utf-8")
@@ -148,6 +182,9 @@ def build_parser(with_runtime: bool = False) -> argparse.ArgumentParser:
     check.add_argument("--statistics", action="store_true", help="print the number of findings per code instead of each finding")
     check.add_argument("--force-exclude", action="store_true", help="apply exclude patterns to files named on the command line too")
     check.add_argument("--isolated", action="store_true", help="ignore [tool.devlint] in pyproject.toml")
+    check.add_argument("--fix", action="store_true", help="apply safe autofixes in place, then report what is left")
+    check.add_argument("--unsafe-fixes", action="store_true", help="with --fix or --diff, also apply unsafe autofixes")
+    check.add_argument("--diff", action="store_true", help="print the autofixes as a unified diff and change nothing")
     check.add_argument("-j", "--jobs", type=int, metavar="N", help="worker processes (default: the CPU count)")
     check.add_argument("--no-cache", action="store_true", help="neither read nor write .devlint_cache/")
     check.set_defaults(func=cmd_check)

@@ -18,7 +18,7 @@ import libcst as cst
 from libcst.metadata import CodePosition, CodeRange, MetadataWrapper, PositionProvider
 
 from . import guards
-from .finding import Finding
+from .finding import Edit, Finding, Fix
 from .names import ImportTable, dotted
 from .rule import Analysis, Participant, Rule
 from .rules import all_rules
@@ -451,6 +451,17 @@ def _positions(module: cst.Module, text: str, wanted: dict[int, list], tree: ast
     return found
 
 
+def _fix(pending, positions) -> Fix | None:
+    """A rule's :class:`NodeFix` -> a :class:`Fix` with positions (``None`` if unplaceable)."""
+    edits = []
+    for node, replacement in pending.replacements:
+        where = positions.get(node)
+        if where is None:
+            return None
+        edits.append(Edit(where.start.line, where.start.column, where.end.line, where.end.column, replacement))
+    return Fix(pending.description, tuple(edits), pending.safe)
+
+
 def _analyse(module: cst.Module, path: str, text: str, rules: Sequence[type[Rule]], tree=None) -> list[Finding]:
     ctx = Context(path, text)
     analyses: list[Analysis] = []
@@ -465,11 +476,15 @@ def _analyse(module: cst.Module, path: str, text: str, rules: Sequence[type[Rule
     if not ctx.reports:
         return []
     wanted: dict[int, list] = {}
-    for _, node, _, _, index in ctx.reports:
+    for _, node, _, fix, index in ctx.reports:
         wanted.setdefault(index, []).append(node)
+        if fix is not None:
+            wanted[index].extend(n for n, _ in fix.replacements)
     positions = _positions(module, text, wanted, tree)
     findings = set()
     for rule, node, message, fix, _ in ctx.reports:
+        if fix is not None:
+            fix = _fix(fix, positions)
         where = positions.get(node)
         if where is None:
             continue

@@ -9,13 +9,22 @@ does; the engine calls every rule's methods from one traversal of one parse.
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import ClassVar, NamedTuple
 
 import libcst as cst
 
 
 #: Prepended to every example before it runs as a test: examples, like ruff's, omit the imports.
 PREAMBLE = "import torch\nimport torch.nn as nn\n"
+
+
+class NodeFix(NamedTuple):
+    """An autofix as a rule states it: replace each node's source by a text. The engine turns
+    it into a :class:`devlint.finding.Fix` with positions."""
+
+    description: str
+    replacements: tuple[tuple[cst.CSTNode, str], ...]
+    safe: bool = True
 
 
 class Participant:
@@ -56,8 +65,9 @@ class Rule(Participant):
     why_bad: ClassVar[str] = ""
     fix_safety: ClassVar[str] = "This rule has no autofix."
 
-    def report(self, node: cst.CSTNode, message: str | None = None, fix=None) -> None:
-        """Record a finding of this rule at ``node`` (position resolved after the traversal)."""
+    def report(self, node: cst.CSTNode, message: str | None = None, fix: NodeFix | None = None) -> None:
+        """Record a finding of this rule at ``node`` (position resolved after the traversal),
+        with an optional autofix."""
         self.ctx.report(self, node, message or self.message, fix)
 
     @staticmethod

@@ -7,7 +7,7 @@ import re
 import libcst as cst
 
 from ..names import dotted
-from ..rule import Rule
+from ..rule import NodeFix, Rule
 
 #: deprecated name -> its ``torch.amp`` replacement
 REPLACEMENTS = {
@@ -68,9 +68,13 @@ with torch.autocast(dev, dtype=torch.bfloat16):
 ''',
     )
     fix_safety = """
-This rule has no autofix yet: the replacement moves the device type into the arguments
-(`torch.cuda.amp.autocast(dtype=...)` becomes `torch.amp.autocast("cuda", dtype=...)`),
-and a positional `enabled` argument of the old API must become a keyword."""
+The fix is safe: the deprecated classes are thin wrappers that pass the device type to the
+`torch.amp` ones, so `torch.cuda.amp.GradScaler(init_scale=1024)` and
+`torch.amp.GradScaler("cuda", init_scale=1024)` behave identically. It is offered for the
+attribute spelling called with keyword arguments only (`torch.cuda.amp.autocast(dtype=...)`
+becomes `torch.amp.autocast("cuda", dtype=...)`) and for a bare `@torch.cuda.amp.custom_fwd`;
+positional arguments of the old API mean something else in the new signatures, and a
+`from torch.cuda.amp import ...` needs its uses rewritten too, so those are left to you."""
 
     def __init__(self, ctx) -> None:
         super().__init__(ctx)
@@ -79,6 +83,7 @@ and a positional `enabled` argument of the old API must become a keyword."""
         self._gates: list[cst.BaseExpression] = []  # tests of the enclosing if/else
         self._handlers: list[cst.BaseExpression] = []  # types of the enclosing except clauses
         self._printer = cst.Module(body=[])
+        self._calls: dict[int, cst.Call] = {}  # id(call.func) -> call
 
     def _flag(self, node: cst.CSTNode, name: str | None) -> None:
         replacement = REPLACEMENTS.get(name or "")
@@ -86,7 +91,42 @@ and a positional `enabled` argument of the old API must become a keyword."""
             return
         if any(self._version_test(t) for t in self._gates) or any(self._fallback(t) for t in self._handlers):
             return
-        self.report(node, self.message.format(name=name, replacement=replacement))
+        self.report(node, self.message.format(name=name, replacement=replacement), self._fix(node, name))
+
+    def visit_Call(self, node: cst.Call) -> None:
+        self._calls[id(node.func)] = node
+
+    def _fix(self, node: cst.CSTNode, name: str) -> NodeFix | None:
+        """``T.cuda.amp.GradScaler(init_scale=2.0**16)`` -> ``T.amp.GradScaler("cuda", init_scale=2.0**16)``.
+
+        Only the attribute spelling called with keyword arguments (positional arguments mean
+        something else in the new signatures), and bare ``custom_fwd``/``custom_bwd``."""
+        if not isinstance(node, cst.Attribute) or not isinstance(node.value, cst.Attribute):
+            return None
+        amp = node.value  # <alias>.cuda.amp
+        if amp.attr.value != "amp" or not isinstance(amp.value, cst.Attribute) or not isinstance(amp.value.value, cst.Name):
+            return None
+        device, alias = amp.value.attr.value, amp.value.value
+        if self.ctx.resolve(alias) != "torch" or device not in ("cuda", "cpu"):
+            return None
+        new_func = cst.Attribute(value=cst.Attribute(value=alias, attr=cst.Name("amp")), attr=node.attr)
+        call = self._calls.get(id(node))
+        verb = node.attr.value
+        if call is None:
+            if verb not in ("custom_fwd", "custom_bwd"):
+                return None
+            text = self._printer.code_for_node(new_func) + f'(device_type="{device}")'
+            return NodeFix(f"use torch.amp.{verb}", ((node, text),))
+        if any(a.keyword is None for a in call.args):
+            return None
+        if verb in ("custom_fwd", "custom_bwd"):
+            first = cst.Arg(cst.SimpleString(f'"{device}"'), keyword=cst.Name("device_type"), equal=cst.AssignEqual(
+                whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace("")))
+        else:
+            first = cst.Arg(cst.SimpleString(f'"{device}"'))
+        args = [first.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))] if call.args else [first]
+        new_call = call.with_changes(func=new_func, args=[*args, *call.args])
+        return NodeFix(f'use torch.amp.{verb}("{device}", ...)', ((call, self._printer.code_for_node(new_call)),))
 
     def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
         self._imports += 1

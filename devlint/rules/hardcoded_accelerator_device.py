@@ -140,6 +140,8 @@ model = torch.nn.Linear(4, 2).to(device)
             (a.keyword is not None and a.keyword.value == "enabled") or a.star == "**" for a in node.args
         ):
             return  # enabled= (perhaps in **kwargs) decides per device; the literal names the kind
+        if name in ("torch.amp.custom_fwd", "torch.amp.custom_bwd"):
+            return  # device_type there names the autocast state to check: harmless on a CPU
         for arg in device_arguments(node, self.ctx):
             device = literal_device(arg)
             if device is None:
