@@ -57,6 +57,7 @@ _TENSOR_META = frozenset("shape device dtype ndim is_cuda requires_grad layout n
 #: Methods of a module that return the module itself.
 _SELF_METHODS = frozenset("eval train float half double bfloat16 requires_grad_ share_memory".split())
 _PASSTHROUGH_ITER = frozenset({"tqdm", "iter", "list", "tuple", "sorted", "reversed", "trange_over"})
+_SCATTERS = ("DataParallel", "DistributedDataParallel")
 _MODULE_NAME = re.compile(r"(model|net|module|encoder|decoder|backbone|classifier)", re.I)
 _SCALAR_ANNOTATIONS = frozenset({"int", "float", "bool", "str", "Optional[int]", "Optional[float]", "Optional[bool]"})
 
@@ -127,7 +128,7 @@ class DeviceFlow(Analysis):
         self._branches: list[list] = []
         self._memo: dict[int, V | None] = {}
         text = ctx.text
-        self.file_silent = (".prepare(" in text and "accelerat" in text) or "setup_dataloaders" in text
+        self.file_silent = (".prepare(" in text and "accelerat" in text) or "setup_dataloaders" in text or "Fabric(" in text
 
     # ---- queries ------------------------------------------------------------------------
     @property
@@ -425,6 +426,8 @@ class DeviceFlow(Analysis):
                 return self._called(self.self_attr(method))
             base = self.value(receiver, env)
             if method in ("to", "cuda", "cpu"):
+                if isinstance(receiver, cst.Call) and (dotted(receiver.func) or "").endswith(_SCATTERS):
+                    return None  # DataParallel/DDP scatter CPU inputs themselves
                 if base is None and method != "to":
                     return V(DEV) if method == "cuda" else V(CPU, explicit=True)
                 return self._placed(call, base, env)
@@ -530,7 +533,7 @@ class DeviceFlow(Analysis):
             scope[name] = v
             return
         self.frame.vars[name] = v
-        if v is not None and v.kind == DEV and v.module:
+        if v is not None and v.kind == DEV and (v.module or _MODULE_NAME.search(name)):
             self.frame.moved = True
 
     def bind(self, target: cst.BaseExpression, value_expr: cst.BaseExpression | None, v: V | None, scope: dict | None = None) -> None:
