@@ -28,6 +28,7 @@ from typing import Iterator
 import libcst as cst
 
 from .guards import string_value
+from .modules import is_module_base, is_module_constructor, strip_module_methods
 from .names import dotted
 from .rule import Analysis, Rule
 
@@ -72,7 +73,6 @@ _NOT_TENSORS = {
 }
 _OPTIMIZER = re.compile(r"(optim|^opt$|^opt_|_opt$|^opt\d)")
 _MODULE_NAME = re.compile(r"(^|_)(model|net|network)$")
-_MODULE_CHAIN = {"to", "cuda", "cpu", "train", "eval", "float", "requires_grad_", "half"}
 
 
 class Region:
@@ -187,10 +187,8 @@ class AmpAnalysis(Analysis):
         self.frame = self.frame.parent
 
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
-        for base in node.bases:
-            name = self.ctx.resolve(base.value) or dotted(base.value) or ""
-            if name.endswith(("Module", "Model")) or name.rsplit(".", 1)[-1] in self.module_classes:
-                self.module_classes.add(node.name.value)
+        if any(is_module_base(b.value, self.ctx, self.module_classes) for b in node.bases):
+            self.module_classes.add(node.name.value)
 
     # -- branches and loops -------------------------------------------------------------------
     def visit_If(self, node: cst.If) -> None:
@@ -411,17 +409,9 @@ class AmpAnalysis(Analysis):
     def is_module(self, expr: cst.BaseExpression) -> bool:
         """An ``nn.Module``: a constructor of ``torch.nn`` or of a module class of this file, a
         name bound to one, or a name like ``model``/``net`` (through ``.to(...)`` chains)."""
-        while isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value in _MODULE_CHAIN:
-            expr = expr.func.value
+        expr = strip_module_methods(expr)
         if isinstance(expr, cst.Call):
-            func = expr.func
-            if isinstance(func, cst.Name) and func.value in self.module_classes:
-                return True
-            name = self.ctx.resolve(func) or ""
-            last = name.rsplit(".", 1)[-1]
-            if name.startswith("torch.nn.") and last[:1].isupper() and last not in ("Parameter", "Buffer"):
-                return True
-            return isinstance(func, cst.Attribute) and func.attr.value == "from_pretrained"
+            return is_module_constructor(expr, self.ctx, self.module_classes)
         name = dotted(expr)
         if name is None:
             return False

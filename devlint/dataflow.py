@@ -32,6 +32,7 @@ import re
 import libcst as cst
 
 from .guards import string_value
+from .modules import is_module_base
 from .names import dotted
 from .rule import Analysis
 
@@ -103,17 +104,6 @@ class Frame:
         self.moved = False
         self.silent = bool(parent and parent.silent) or bool(cls and cls.silent)
         self.forward = bool(cls and cls.is_module and self.name == "forward" and self_name)
-
-
-def is_module_base(expr: cst.BaseExpression, ctx, local_modules: set[str]) -> bool:
-    """Is a class base ``nn.Module`` (or another torch.nn class, a local module class, or an
-    imported class named like a model)?"""
-    name = ctx.resolve(expr) or ""
-    if name.startswith("torch.nn.") or name in ("torch.nn", "lightning.LightningModule", "pytorch_lightning.LightningModule"):
-        return True
-    text = dotted(expr) or ""
-    last = text.rsplit(".", 1)[-1]
-    return last in local_modules or last.endswith(("Module", "Model", "Loss"))
 
 
 class DeviceFlow(Analysis):

@@ -10,7 +10,6 @@ editor's own syntax checking, since half-typed code does not parse. A code actio
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 from . import __version__
 from .config import ConfigError, resolve as resolve_config

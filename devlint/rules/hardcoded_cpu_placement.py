@@ -5,11 +5,9 @@ from __future__ import annotations
 import libcst as cst
 
 from ..devices import is_cpu
-from ..names import dotted
+from ..modules import is_module_base, is_module_constructor, strip_module_methods
 from ..rule import Rule
 
-_MODULE_FACTORIES = ("from_pretrained", "create_model")
-_CHAIN = {"to", "cuda", "cpu", "eval", "train", "half", "float", "double", "bfloat16", "requires_grad_"}
 _USES = {"parameters", "named_parameters", "train", "forward", "__call__"}
 _READOUT_PARENTS = {"detach"}
 
@@ -76,10 +74,8 @@ torch.onnx.export(model, torch.randn(1, 4), "model.onnx")
 
     # -- scopes -------------------------------------------------------------------------------
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
-        for base in node.bases:
-            name = self.ctx.resolve(base.value) or dotted(base.value) or ""
-            if name.endswith(("Module", "Model")) or name.split(".")[-1] in self._classes:
-                self._classes.add(node.name.value)
+        if any(is_module_base(b.value, self.ctx, self._classes) for b in node.bases):
+            self._classes.add(node.name.value)
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         self._states.append(_State())
@@ -89,23 +85,10 @@ torch.onnx.export(model, torch.randn(1, 4), "model.onnx")
 
     # -- what an expression is ----------------------------------------------------------------
     def _is_module_expr(self, expr: cst.BaseExpression) -> bool:
-        state = self._states[-1]
-        while isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value in _CHAIN:
-            expr = expr.func.value
-        if isinstance(expr, cst.Name):
-            return expr.value in state.modules
-        if not isinstance(expr, cst.Call):
-            return False
-        func = expr.func
-        if isinstance(func, cst.Name) and func.value in self._classes:
-            return True
-        name = self.ctx.resolve(func) or ""
-        last = name.rsplit(".", 1)[-1]
-        if name.startswith("torch.nn.") and last[:1].isupper() and last not in ("Parameter", "Buffer"):
-            return True
-        if name.startswith("torchvision.models.") or (isinstance(func, cst.Attribute) and func.attr.value in _MODULE_FACTORIES):
-            return True
-        return False
+        inner = strip_module_methods(expr)
+        if isinstance(inner, cst.Name):
+            return inner.value in self._states[-1].modules
+        return is_module_constructor(inner, self.ctx, self._classes)
 
     def _placement(self, expr: cst.BaseExpression) -> tuple[cst.Call | None, bool]:
         """(the last .cpu()/.to("cpu") call in a method chain, moved to an accelerator after?)"""
