@@ -14,8 +14,10 @@ import sys
 from typing import Any, ClassVar, Iterator
 
 from . import __version__
-from .engine import PARSE_ERROR, lint
-from .rules import all_rules
+
+#: Every code a rule could have (DEV001-DEV299): enough to ask flake8 whether any is selected
+#: without importing libcst, which costs more than flake8's own start-up.
+_CODES = tuple(f"DEV{n:03d}" for n in range(1, 300))
 
 
 #: Set in the environment once the bare-``D`` warning is printed, so that flake8's worker
@@ -47,7 +49,7 @@ class DevlintChecker:
             from flake8.style_guide import Decision, DecisionEngine
 
             engine = DecisionEngine(options)
-            decisions = {r.code: engine.decision_for(r.code) for r in all_rules()}
+            decisions = {code: engine.decision_for(code) for code in _CODES}
             cls._active = any(d is Decision.Selected for d in decisions.values())
             dropped = [code for code, d in decisions.items() if d is not Decision.Selected]
         except Exception:  # noqa: BLE001 - an unknown flake8 version: just run
@@ -72,8 +74,11 @@ class DevlintChecker:
             value = getattr(options, name, None)
             if value:
                 setattr(without_d, name, [c for c in value if str(c).strip().upper() != "D"])
+        from .rules import all_rules  # only on this rare path: it imports libcst
+
         engine = DecisionEngine(without_d)
-        dropped = [code for code in dropped if engine.decision_for(code) is Decision.Selected]
+        hidden = set(dropped)
+        dropped = [r.code for r in all_rules() if r.code in hidden and engine.decision_for(r.code) is Decision.Selected]
         if not dropped:  # the selection drops them anyway (``select = E,F``): not D's doing
             return
         os.environ[_WARNED] = "1"
@@ -88,6 +93,8 @@ class DevlintChecker:
         if not self._active:
             return
         try:
+            from .engine import PARSE_ERROR, lint  # imported only when DEV codes are selected
+
             findings = lint("".join(self.lines), self.filename, tree=self.tree)
         except Exception:  # noqa: BLE001 - never abort the user's flake8 run
             return
