@@ -7,6 +7,10 @@ import libcst as cst
 from ..rule import Rule
 
 
+#: The keywords of ``Tensor.cuda`` and ``Module.cuda``.
+_TORCH_KEYWORDS = {"device", "non_blocking", "memory_format"}
+
+
 class CudaMethodCall(Rule):
     """`.cuda()` pins a tensor or module to CUDA."""
 
@@ -47,6 +51,10 @@ print(torch.cuda.device_count())
             return
         if self.ctx.scope is not None and self.ctx.scope.name == "cuda":
             return  # implementing a class's own .cuda() method
+        positional = [a for a in node.args if a.keyword is None]
+        keywords = {a.keyword.value for a in node.args if a.keyword is not None}
+        if len(positional) > 2 or not keywords <= _TORCH_KEYWORDS:
+            return  # not Tensor.cuda/Module.cuda: some other library's method (HQQ's quantizer.cuda(t, meta=...))
         receiver = self.ctx.resolve(func.value)
         if receiver is not None and receiver.split(".", 1)[0] in ("torch", "numba", "cupy", "jax"):
             return  # a module attribute, not the tensor method
