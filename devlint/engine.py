@@ -107,15 +107,16 @@ class _Core(Participant):
                     if isinstance(small, (cst.Import, cst.ImportFrom)):
                         self.ctx.names.add(small)
         self.ctx.scope = Scope("module", node, None, "<module>")
-        if _CUDA_ONLY_IMPORT.search(self.ctx.text):
-            self.ctx.guard_depth += 1  # the whole module needs CUDA anyway
+        stem = self.ctx.path.replace("\\", "/").rsplit("/", 1)[-1].rsplit(".", 1)[0]
+        if _CUDA_ONLY_IMPORT.search(self.ctx.text) or guards.names_a_device(stem):
+            self.ctx.guard_depth += 1  # the whole module needs CUDA anyway (or says so: cuda_utils.py)
         self._early_exits(node.body)
 
     def _enter(self, kind: str, node) -> None:
         if self.ctx.scope is not None and self.ctx.scope.kind == "module":
             self.ctx.names.forget(node.name.value)  # a module-level def shadows an import
-        if guards.decorator_guards(node.decorators, self.ctx):
-            self.ctx.guard(node.body)
+        if guards.decorator_guards(node.decorators, self.ctx) or guards.names_a_device(node.name.value):
+            self.ctx.guard(node.body)  # @skipif(no CUDA), class CUDAAccelerator, def get_gpu_info
         self.ctx.scope = Scope(kind, node, self.ctx.scope, node.name.value)
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:

@@ -142,12 +142,27 @@ def _comparison(expr: cst.Comparison, ctx) -> int:
         return polarity(left, ctx) if isinstance(left, (cst.Name, cst.Attribute)) else 0
     sides = (left, right)
     accel = any(_is_accelerator_string(s) or _is_accelerator_tuple(s) for s in sides)
-    cpu = any(_is_cpu_string(s) for s in sides)
+    cpu = any(_is_cpu_string(s) or _holds_cpu(s) for s in sides)
     if isinstance(op, (cst.Equal, cst.In, cst.Is)):
         return 1 if accel else (-1 if cpu else 0)
     if isinstance(op, (cst.NotEqual, cst.NotIn, cst.IsNot)):
         return -1 if accel else (1 if cpu else 0)
     return 0
+
+
+def _holds_cpu(node: cst.CSTNode) -> bool:
+    """``{"cpu", "mps"}``: a device-type collection that holds ``"cpu"``."""
+    return isinstance(node, (cst.Tuple, cst.List, cst.Set)) and any(_is_cpu_string(e.value) for e in node.elements)
+
+
+_NAME_TOKENS = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+")
+_DEVICE_TOKENS = {"cuda", "gpu", "gpus", "mps", "xpu", "nccl", "cudnn"}
+
+
+def names_a_device(name: str) -> bool:
+    """``CUDAAccelerator``, ``get_gpu_info``, ``test_cuda``: code whose name says it is for an
+    accelerator (camel-case and snake-case tokens; ``cudagraph`` is one token, not ``cuda``)."""
+    return any(t.lower() in _DEVICE_TOKENS for t in _NAME_TOKENS.findall(name))
 
 
 def _is_accelerator_tuple(node: cst.CSTNode) -> bool:
