@@ -21,6 +21,10 @@ from .rules import all_rules
 from .cache import Cache
 from .runner import check_paths, discover
 
+def _files(count: int) -> str:
+    return f"{count} file" if count == 1 else f"{count} files"
+
+
 def _codes(value: str) -> list[str]:
     return [c.strip().upper() for c in value.split(",") if c.strip()]
 
@@ -110,6 +114,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     if args.fix or args.diff:
         fixed = _fix_files(files, select, ignore, args)
         if args.diff:
+            print(f"Would fix {fixed} {'finding' if fixed == 1 else 'findings'}.", file=sys.stderr)
             return 1 if fixed else 0
     cache = None if args.no_cache else Cache(config.root or Path.cwd(), select, ignore)
     jobs = args.jobs if args.jobs is not None else (os.cpu_count() or 1)
@@ -124,9 +129,9 @@ def cmd_check(args: argparse.Namespace) -> int:
         if findings:
             noun = "finding" if len(findings) == 1 else "findings"
             touched = len({f.path for f in findings})
-            report += f"Found {len(findings)} {noun} in {touched} of {len(files)} files.\n"
+            report += f"Found {len(findings)} {noun} in {touched} of {_files(len(files))}.\n"
         else:
-            report += f"All checks passed ({len(files)} files).\n"
+            report += f"All checks passed ({_files(len(files))}).\n"
         if fixed:
             report += f"Fixed {fixed} {'finding' if fixed == 1 else 'findings'}.\n"
     if args.output_file:

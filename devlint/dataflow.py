@@ -446,6 +446,8 @@ class DeviceFlow(Analysis):
         """The result of calling a value: a moved module gives device tensors."""
         if callee is not None and callee.kind == DEV:
             return V(DEV)
+        if callee is not None and callee.kind == INP and callee.module:
+            return V(INP)  # a submodule called inside forward
         return None
 
     def _library_call(self, name: str, call: cst.Call, env):
@@ -583,6 +585,12 @@ class DeviceFlow(Analysis):
                     self.bind(target.elements[1].value, None, inner, scope)
                 else:
                     self.bind(target, None, inner if last == "values" else None, scope)
+                return
+        if self.frame.forward and isinstance(iter_expr, cst.Attribute) and self.is_self(iter_expr.value):
+            cls = self.frame.cls
+            if cls is not None and iter_expr.attr.value not in cls.param_attrs:
+                # for block in self.blocks: a submodule, whose output is on the module's device
+                self.bind(target, None, V(INP, module=True), scope)
                 return
         v = self.value(iter_expr, env)
         self.bind(target, None, self.element(v) if v is None or v.kind != CPUB else V(CPU), scope)

@@ -46,7 +46,7 @@ def test_text(project):
         "src/train.py:2:5: DEV102 .cuda() pins this to CUDA: use .to(device)",
         "src/train.py:4:5: DEV104 torch.load without map_location fails on a CPU-only machine for a "
         "checkpoint saved on a GPU: pass map_location=device",
-        "Found 2 findings in 1 of 1 files.",
+        "Found 2 findings in 1 of 1 file.",
     ]
 
 

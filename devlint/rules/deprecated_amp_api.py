@@ -74,7 +74,9 @@ The fix is safe: the deprecated classes are thin wrappers that pass the device t
 attribute spelling called with keyword arguments only (`torch.cuda.amp.autocast(dtype=...)`
 becomes `torch.amp.autocast("cuda", dtype=...)`) and for a bare `@torch.cuda.amp.custom_fwd`;
 positional arguments of the old API mean something else in the new signatures, and a
-`from torch.cuda.amp import ...` needs its uses rewritten too, so those are left to you."""
+`from torch.cuda.amp import ...` needs its uses rewritten too, so those are left to you. The
+fixed call names the device the old one implied, `"cuda"`, which DEV101 then reports: pass your
+device variable's type instead (`torch.amp.GradScaler(device.type)`)."""
 
     def __init__(self, ctx) -> None:
         super().__init__(ctx)

@@ -17,7 +17,7 @@ class HardcodedAcceleratorDevice(Rule):
 
     code = "DEV101"
     name = "hardcoded-accelerator-device"
-    message = 'hardcoded device "{device}": choose the device once, e.g. torch.device("cuda" if torch.cuda.is_available() else "cpu"), and pass it along'
+    message = 'hardcoded device "{device}": choose the device once, e.g. torch.device({choice}), and pass it along'
     triggers = ('"cuda', "'cuda", '"mps', "'mps", '"xpu', "'xpu", "torch.cuda.")
     needs_torch = False  # .to("cuda") needs no import
     what_it_does = """
@@ -116,7 +116,7 @@ model = torch.nn.Linear(4, 2).to(device)
     def _flush(self, scope: dict[str, list]) -> None:
         for literal, used, rebound in scope.values():
             if literal is not None and used and not rebound:
-                self.report(literal, self.message.format(device=literal_device(literal)))
+                self.report(literal, _message(self.message, literal_device(literal)))
 
     def _use(self, expr: cst.BaseExpression) -> None:
         name = dotted(expr)
@@ -134,10 +134,11 @@ model = torch.nn.Linear(4, 2).to(device)
             arg = node.args[0].value
             device = literal_device(arg) or _cuda_tensor_type(arg, self.ctx)
             if device:
-                self.report(arg, self.message.format(device=device))
+                self.report(arg, _message(self.message, device))
             return
         if name in ("torch.amp.GradScaler", "torch.GradScaler") and any(
-            (a.keyword is not None and a.keyword.value == "enabled") or a.star == "**" for a in node.args
+            (a.keyword is not None and a.keyword.value == "enabled" and dotted(a.value) != "True") or a.star == "**"
+            for a in node.args
         ):
             return  # enabled= (perhaps in **kwargs) decides per device; the literal names the kind
         if name in ("torch.amp.custom_fwd", "torch.amp.custom_bwd"):
@@ -147,7 +148,19 @@ model = torch.nn.Linear(4, 2).to(device)
             if device is None:
                 self._use(arg)
             elif not self.ctx.guarded:
-                self.report(arg, self.message.format(device=device))
+                self.report(arg, _message(self.message, device))
+
+
+_CHOICE = {
+    "cuda": '"cuda" if torch.cuda.is_available() else "cpu"',
+    "mps": '"mps" if torch.backends.mps.is_available() else "cpu"',
+    "xpu": '"xpu" if torch.xpu.is_available() else "cpu"',
+}
+
+
+def _message(template: str, device: str) -> str:
+    """The message with the device and a guarded choice for that kind of device."""
+    return template.format(device=device, choice=_CHOICE[device.split(":", 1)[0]])
 
 
 def _cuda_tensor_type(node: cst.CSTNode, ctx) -> str | None:
