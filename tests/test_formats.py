@@ -20,7 +20,7 @@ a = torch.ones(1).cuda()
 b = torch.ones(1, device="cuda")  # noqa: DEV101
 c = torch.load("x.pt")
 """
-EXPECTED = [("DEV102", 2, 5), ("DEV104", 4, 5)]  # (code, line, 1-based column)
+EXPECTED = [("DEV102", 2, 19), ("DEV104", 4, 5)]  # (code, line, 1-based column)
 
 
 @pytest.fixture
@@ -43,7 +43,7 @@ def test_text(project):
     result = check(project)
     assert result.returncode == 1
     assert result.stdout.splitlines() == [
-        "src/train.py:2:5: DEV102 .cuda() pins this to CUDA: use .to(device)",
+        "src/train.py:2:19: DEV102 .cuda() pins this to CUDA: use .to(device)",
         "src/train.py:4:5: DEV104 torch.load without map_location fails on a CPU-only machine for a "
         "checkpoint saved on a GPU: pass map_location=device",
         "Found 2 findings in 1 of 1 file.",
@@ -59,7 +59,7 @@ def test_json(project):
         assert set(item) == {"code", "message", "path", "line", "column", "end_line", "end_column", "fix"}
         assert item["path"] == "src/train.py" and item["fix"] is None
         assert (item["end_line"], item["end_column"]) > (item["line"], item["column"])
-    assert items[0]["end_column"] == len("a = torch.ones(1).cuda()") + 1
+    assert items[0]["end_column"] == len("a = torch.ones(1).cuda") + 1  # the `cuda` token
 
 
 def test_sarif_has_the_required_fields(project):
@@ -100,7 +100,7 @@ def test_github(project):
     lines = result.stdout.splitlines()
     assert len(lines) == 2
     assert lines[0] == (
-        "::warning file=src/train.py,line=2,col=5,endLine=2,endColumn=25,title=DEV102::"
+        "::warning file=src/train.py,line=2,col=19,endLine=2,endColumn=23,title=DEV102::"
         ".cuda() pins this to CUDA: use .to(device)"
     )
     assert lines[1].startswith("::warning file=src/train.py,line=4,col=5,endLine=4,endColumn=23,title=DEV104::torch.load")

@@ -21,9 +21,10 @@ CASES = {
     "lower-case code": ("x = torch.ones(1).cuda()  # noqa: dev102\n", {(2, "DEV102")}),
     "space before colon": ("x = torch.ones(1).cuda()  # noqa : DEV101\n", set()),
     "two findings, one listed": ("x = torch.ones(1, device='cuda').cuda()  # noqa: DEV101\n", {(2, "DEV102")}),
-    # as flake8: a line break inside brackets ends the stretch of lines searched for the comment
-    "multi-line statement, comment below": ("x = torch.ones(\n    1).cuda()  # noqa: DEV102\n", {(2, "DEV102")}),
-    "multi-line statement, comment on the first line": ("x = torch.ones(  # noqa: DEV102\n    1).cuda()\n", set()),
+    # as flake8: a line break inside brackets ends the stretch of lines searched for the comment,
+    # and DEV102 sits on the line of the `.cuda` token, where the comment belongs
+    "multi-line statement, comment below": ("x = torch.ones(\n    1).cuda()  # noqa: DEV102\n", set()),
+    "multi-line statement, comment on the first line": ("x = torch.ones(  # noqa: DEV102\n    1).cuda()\n", {(3, "DEV102")}),
     "multi-line string": ('x = torch.ones(1).cuda(); s = """\n"""  # noqa: DEV102\n', set()),
     "not a noqa": ("x = torch.ones(1).cuda()  # noqa-ish text: DEV102\n", None),
 }

@@ -58,4 +58,4 @@ print(torch.cuda.device_count())
         receiver = self.ctx.resolve(func.value)
         if receiver is not None and receiver.split(".", 1)[0] in ("torch", "numba", "cupy", "jax"):
             return  # a module attribute, not the tensor method
-        self.report(node)
+        self.report(func.attr)  # the `cuda` token: on its own line in a multi-line chain, where # noqa goes

@@ -158,7 +158,7 @@ torch.onnx.export(model, torch.randn(1, 4), "model.onnx")
             return
         if used in state.cpu_modules:
             call = state.cpu_modules.pop(used)
-            self.report(call, self.message.format(call=_spelling(call)))
+            self.report(call.func.attr, self.message.format(call=_spelling(call)))
         elif used in state.on_device:
             for arg in node.args:
                 value = arg.value
@@ -167,7 +167,7 @@ torch.onnx.export(model, torch.randn(1, 4), "model.onnx")
                     call, _ = self._placement(value)
                     call = call if call is value else None
                 if call is not None:
-                    self.report(call, self.message.format(call=_spelling(call)))
+                    self.report(call.func.attr, self.message.format(call=_spelling(call)))
 
 
 def _spelling(call: cst.Call) -> str:
