@@ -92,6 +92,6 @@ def test_hook_runs_through_pre_commit(tmp_path):
     if "DEV102" not in output and any(marker in details for marker in OFFLINE):
         pytest.skip("pip could not install the hook's dependencies (no index, mirror or PIP_FIND_LINKS reachable)")
     assert result.returncode == 1, output
-    assert "bad.py:2:5: DEV102" in output
+    assert "bad.py:2:19: DEV102" in output
     assert "old.py" not in output  # --force-exclude applies [tool.devlint] exclude to named files
     assert "notes.txt" not in output
