@@ -30,6 +30,10 @@ def test_engine_returns_findings_not_exceptions(name):
         assert [(f.line, f.code) for f in findings] == [(60002, "DEV102")]
     if name in ("syntax_error.py", "undecodable.py", "nul_byte.py", "bad_cookie.py"):
         assert [f.code for f in findings] == ["DEV000"]
+    if name == "long_expression.py":  # the line is skipped and said so; the file is still analysed
+        assert [(f.line, f.code) for f in findings] == [(2, "DEV000")] and "too long" in findings[0].message
+    if name in ("empty.py", "deep_parens.py"):
+        assert findings == []
     if name == "syntax_error.py":
         assert findings[0].line == 2 and "could not parse" in findings[0].message
 

@@ -49,8 +49,6 @@ print(torch.cuda.device_count())
         func = node.func
         if not isinstance(func, cst.Attribute) or func.attr.value != "cuda" or self.ctx.guarded:
             return
-        if self.ctx.scope is not None and self.ctx.scope.name == "cuda":
-            return  # implementing a class's own .cuda() method
         positional = [a for a in node.args if a.keyword is None]
         keywords = {a.keyword.value for a in node.args if a.keyword is not None}
         if len(positional) > 2 or not keywords <= _TORCH_KEYWORDS:
