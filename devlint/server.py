@@ -9,15 +9,11 @@ editor's own syntax checking, since half-typed code does not parse. A code actio
 
 from __future__ import annotations
 
-import re
-
-from . import __version__
+from . import __version__, noqa
 from .config import ConfigError, resolve as resolve_config
 from .engine import PARSE_ERROR
 from .finding import Finding
 from .runner import check_source
-
-_NOQA = re.compile(r"#\s*noqa(?::\s*(?P<codes>[A-Z0-9, ]+))?", re.I)
 
 
 def lint_document(source: str, path: str | None) -> list[Finding]:
@@ -40,19 +36,6 @@ def lint_document(source: str, path: str | None) -> list[Finding]:
 def _utf16(line: str, column: int) -> int:
     """LSP positions count UTF-16 code units; libcst counts code points."""
     return len(line[:column].encode("utf-16-le")) // 2
-
-
-def noqa_edit(line_text: str, code: str) -> str:
-    """``line_text`` with ``code`` added to its ``# noqa`` comment (or a new one)."""
-    match = _NOQA.search(line_text)
-    if match is None:
-        return f"{line_text.rstrip()}  # noqa: {code}"
-    if match["codes"] is None:
-        return line_text  # a bare noqa already silences everything
-    codes = [c.strip() for c in match["codes"].split(",") if c.strip()]
-    if code in codes:
-        return line_text
-    return line_text[: match.start("codes")] + ", ".join([*codes, code]) + line_text[match.end("codes"):].rstrip()
 
 
 def build_server():
@@ -113,10 +96,10 @@ def build_server():
         for diagnostic in params.context.diagnostics:
             if diagnostic.source != "devlint" or not 0 <= diagnostic.range.start.line < len(lines):
                 continue
-            row = diagnostic.range.start.line
-            new_text = noqa_edit(lines[row], str(diagnostic.code))
-            if new_text == lines[row]:
+            change = noqa.edit(document.source, diagnostic.range.start.line + 1, [str(diagnostic.code)])
+            if change is None:
                 continue
+            row, new_text = change[0] - 1, change[1].rstrip("\r\n")
             edit = types.TextEdit(
                 range=types.Range(start=types.Position(line=row, character=0),
                                   end=types.Position(line=row, character=_utf16(lines[row], len(lines[row])))),

@@ -10,8 +10,6 @@ import pytest
 
 pytest.importorskip("pygls")
 
-from devlint.server import noqa_edit  # noqa: E402
-
 from conftest import ROOT  # noqa: E402
 
 SOURCE = 'import torch\nx = torch.ones(1).cuda()\ny = torch.ones(1, device="cuda")  # noqa: DEV101\n'
@@ -96,9 +94,3 @@ def test_code_action_adds_noqa(client, tmp_path):
     actions = client.wait_for(lambda m: m.get("id") == rid)["result"]
     assert actions[0]["title"] == "Disable DEV102 for this line"
     assert actions[0]["edit"]["changes"][uri][0]["newText"] == "x = torch.ones(1).cuda()  # noqa: DEV102"
-
-
-def test_noqa_edit_extends_an_existing_comment():
-    assert noqa_edit("x = 1  # noqa: DEV101", "DEV102") == "x = 1  # noqa: DEV101, DEV102"
-    assert noqa_edit("x = 1  # noqa", "DEV102") == "x = 1  # noqa"
-    assert noqa_edit("x = 1", "DEV102") == "x = 1  # noqa: DEV102"
