@@ -14,11 +14,12 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING
 
-__all__ = ["TrainingStep", "check_step", "Report", "Run", "Finding", "Tolerances",
-           "DEFAULT_TOLERANCES", "reference_step"]
+__all__ = ["TrainingStep", "Parameters", "check_step", "Report", "Run", "Finding", "Tolerances",
+           "DEFAULT_TOLERANCES", "reference_step", "assert_step_ok", "measure", "judge", "Verdict"]
 
 _WHERE = {
-    "TrainingStep": "step", "check_step": "runs", "Report": "report", "Run": "report",
+    "TrainingStep": "step", "Parameters": "step", "check_step": "runs",
+    "assert_step_ok": "plugin", "measure": "compare", "judge": "compare", "Verdict": "compare", "Report": "report", "Run": "report",
     "Finding": "report", "Tolerances": "compare", "DEFAULT_TOLERANCES": "compare",
     "reference_step": "reference",
 }
@@ -28,7 +29,9 @@ if TYPE_CHECKING:  # pragma: no cover
     from .reference import reference_step
     from .report import Finding, Report, Run
     from .runs import check_step
-    from .step import TrainingStep
+    from .compare import Verdict, judge, measure
+    from .plugin import assert_step_ok
+    from .step import Parameters, TrainingStep
 
 
 def __getattr__(name: str):

@@ -1,8 +1,9 @@
-"""Dispatch-mode probes: device placement on a stand-in device, the first non-finite op.
+"""Diagnostic replays, run only to explain a failure: the first non-finite op, and the module
+that is numerically unstable in a low precision.
 
-Both probes run the user's ``loss_fn`` under a :class:`TorchDispatchMode` (which sees every
-ATen op, forward and backward) and a :class:`ModuleTracker` (which says which module is
-running), so a finding can name the op and the module.
+Both replay the step on a fresh copy of the model. Module names in backward come from the
+autograd graph: every node created while a module's forward ran is labelled with that module
+(innermost first), and in backward ``torch._C._current_autograd_node()`` says which node runs.
 """
 
 from __future__ import annotations
@@ -13,224 +14,57 @@ from dataclasses import dataclass, field
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils._pytree import tree_flatten, tree_map_only
+from torch.utils._pytree import tree_flatten
 from torch.utils.module_tracker import ModuleTracker
-from torch.utils.weak import WeakIdKeyDictionary
 
-from .report import Finding
+from .standin import module_label
 from .step import TrainingStep, map_tensors
 
-__all__ = ["module_label", "device_probe", "nonfinite_probe", "NonFinite"]
+__all__ = ["NonFinite", "nonfinite_probe", "unstable_modules", "module_label"]
 
-STAND_IN = "meta"
-# Ops that legitimately take tensors on two devices (cross-device copies, CPU index tensors).
-_CROSS_DEVICE_OK = {"aten.copy_.default", "aten._to_copy.default", "aten.index.Tensor"}
+_aten = torch.ops.aten
+#: Ops whose output is uninitialised memory: never "non-finite" by computation.
+EMPTY_FAMILY = {_aten.empty.memory_format, _aten.empty_like.default, _aten.new_empty.default,
+                _aten.empty_strided.default, _aten.new_empty_strided.default,
+                _aten.empty_permuted.default, _aten.resize_.default}
 
 
 def _tensors(obj) -> list[torch.Tensor]:
     return [t for t in tree_flatten(obj)[0] if isinstance(t, torch.Tensor)]
 
 
-def module_label(model: torch.nn.Module, parents: set[str]) -> str:
-    """Turn a ``ModuleTracker.parents`` set into a readable module path.
+class _NodeLabels:
+    """Labels autograd nodes with the module whose forward created them."""
 
-    ``{"Global", "Net", "Net.encoder.fc"}`` becomes ``"encoder.fc (Linear)"``; only
-    ``{"Global"}`` means the code ran outside any module (``"loss_fn (outside the model)"``).
-    """
-    root = type(model).__name__
-    names = [p for p in parents if p != "Global"]
-    if not names:
-        return "loss_fn (outside the model)"
-    names.sort(key=lambda n: (n.count("."), n != root))
-    name = names[-1]
-    if "." in name:
-        path = name.split(".", 1)[1]
-        try:
-            return f"{path} ({type(model.get_submodule(path)).__name__})"
-        except AttributeError:
-            return path
-    if name == root:
-        return f"{root} (the model itself)"
-    return f"{name} (not a registered submodule of {root})"
+    def __init__(self, model: torch.nn.Module):
+        self.labels: dict = {}
+        self.handles = []
+        names = {m: n for n, m in model.named_modules()}
+        root = type(model).__name__
+        for mod, name in names.items():
+            label = (f"{name} ({type(mod).__name__})" if name else f"{root} (the model itself)")
+            self.handles.append(mod.register_forward_hook(self._hook(label)))
 
-
-def _unregistered_tensors(model: torch.nn.Module) -> dict[int, tuple]:
-    """Tensors ``model.to(device)`` does not move: id -> (kind, dotted name, holder).
-
-    kind is ``"attribute"`` (a plain tensor attribute, not a buffer) or ``"list"`` (a
-    parameter or buffer of a layer held in a plain list, tuple or dict attribute; holder is
-    that layer, ``"layers[0] (Linear)"``).
-    """
-    found: dict[int, tuple[str, str]] = {}
-    for mname, mod in model.named_modules():
-        prefix = f"{mname}." if mname else ""
-        for attr, val in vars(mod).items():
-            if attr in ("_parameters", "_buffers", "_modules"):
-                continue
-            if isinstance(val, torch.Tensor) and not isinstance(val, torch.nn.Parameter):
-                found[id(val)] = ("attribute", prefix + attr, None)
-                continue
-            items = val.items() if isinstance(val, dict) else (
-                enumerate(val) if isinstance(val, (list, tuple)) else ())
-            for key, item in items:
-                if not isinstance(item, torch.nn.Module):
+    def _hook(self, label):
+        def hook(_mod, _inputs, output):
+            stack = [t.grad_fn for t in _tensors(output) if t.grad_fn is not None]
+            seen = 0
+            while stack and seen < 100_000:
+                node = stack.pop()
+                seen += 1
+                if node is None or node in self.labels:
                     continue
-                label = f"{prefix}{attr}[{key!r}]" if isinstance(val, dict) else f"{prefix}{attr}[{key}]"
-                for pname, t in list(item.named_parameters()) + list(item.named_buffers()):
-                    found[id(t)] = ("list", f"{label}.{pname}", f"{label} ({type(item).__name__})")
-    return found
+                self.labels[node] = label
+                stack.extend(n for n, _ in node.next_functions if n is not None)
+        return hook
 
+    def current(self) -> str | None:
+        node = torch._C._current_autograd_node()
+        return self.labels.get(node) if node is not None else None
 
-@dataclass
-class _Mix:
-    op: str
-    module: str
-    key: tuple
-    offender: torch.Tensor
-    backward: bool
-
-
-class _DeviceProbe(TorchDispatchMode):
-    """Records every op whose tensor arguments sit on the stand-in device and elsewhere.
-
-    0-dim CPU tensors are allowed next to any device, as CUDA allows them. After recording,
-    the offending tensors are moved to the stand-in device so the step can go on and show
-    every distinct problem, not just the first.
-    """
-
-    def __init__(self, tracker: ModuleTracker, model: torch.nn.Module):
-        super().__init__()
-        self.tracker = tracker
-        self.model = model
-        self.mixes: list[_Mix] = []
-        self.made = WeakIdKeyDictionary()  # tensor off the stand-in -> its origin, see _remember
-
-    def _off(self, t: torch.Tensor) -> bool:
-        return t.device.type != STAND_IN and not (t.dim() == 0 and t.device.type == "cpu")
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        kwargs = kwargs or {}
-        tensors = _tensors((args, kwargs))
-        on_target = any(t.device.type == STAND_IN for t in tensors)
-        offenders = [t for t in tensors if self._off(t)]
-        if on_target and offenders and str(func) not in _CROSS_DEVICE_OK:
-            module = module_label(self.model, self.tracker.parents)
-            for t in offenders:
-                key = self.made.get(t) or ("id", id(t))
-                self.mixes.append(_Mix(str(func), module, key, t, self.tracker.is_bw))
-            args, kwargs = tree_map_only(
-                torch.Tensor, lambda t: t.to(STAND_IN) if self._off(t) else t, (args, kwargs))
-            return func(*args, **kwargs)
-        out = func(*args, **kwargs)
-        if not on_target:
-            try:
-                self._remember(func, tensors, out)
-            except Exception:  # bookkeeping must never break the user's step
-                pass
-        return out
-
-    def _remember(self, func, tensors, out) -> None:
-        """Record where each tensor off the stand-in device comes from.
-
-        ``("made", op, module)``: a factory (an op with no such input) made it, or made the
-        tensor it derives from; ``("id", id)``: it is, or derives from, a tensor that existed
-        before the step (a parameter, attribute or captured tensor).
-        """
-        origin = next((self.made[t] for t in tensors if t in self.made), None)
-        if origin is None:
-            leaf = next((t for t in tensors if self._off(t)), None)
-            if leaf is not None:
-                origin = ("id", id(leaf))
-            else:
-                origin = ("made", str(func), module_label(self.model, self.tracker.parents))
-        for o in _tensors(out):
-            if self._off(o) and o not in self.made:
-                self.made[o] = origin
-
-
-_MISMATCH = 'on an accelerator this raises "Expected all tensors to be on the same device"'
-
-
-def device_probe(step: TrainingStep) -> tuple[list[Finding], str | None]:
-    """Replay forward and backward on the ``meta`` device and report device mixes.
-
-    The model copy and the batch go to ``meta`` with ``.to("meta")``, as user code moves them
-    to an accelerator. Whatever ``.to`` does not move stays on the CPU and shows up when it
-    meets a ``meta`` tensor: a factory called without ``device=`` in ``forward``, a plain
-    tensor attribute (not a buffer), the parameters of layers held in a Python list, a CPU
-    tensor captured from outside the step. No real memory is used and no accelerator is
-    needed.
-
-    Returns:
-        (findings, note): ``note`` says why the probe stopped early (some ops, such as
-        ``.item()``, cannot run on ``meta``), or is ``None``.
-    """
-    note = None
-    mixes: list[_Mix] = []
-    unmoved: dict = {}
-    try:
-        model = copy.deepcopy(step.model).to(STAND_IN)
-        batch = map_tensors(lambda t: t.to(STAND_IN), step.batch)
-        unmoved = _unregistered_tensors(model)
-        tracker = ModuleTracker()
-        probe = _DeviceProbe(tracker, model)
-        mixes = probe.mixes
-        with tracker, probe:
-            loss = step.loss_fn(model, batch)
-            if not probe.mixes and isinstance(loss, torch.Tensor) and loss.requires_grad:
-                loss.sum().backward()
-    except Exception as exc:  # noqa: BLE001 - reported as a note, the real runs show errors
-        if not mixes:
-            first = (str(exc).strip().splitlines() or [""])[0]
-            note = (f"device probe on {STAND_IN} stopped early ({type(exc).__name__}: {first}); "
-                    "device placement is checked only up to that op")
-    findings: list[Finding] = []
-    seen: set = set()
-    for mix in mixes:
-        t = mix.offender
-        kind, name, holder = (unmoved.get(mix.key[1], (None,) * 3) if mix.key[0] == "id"
-                              else (None,) * 3)
-        key = (kind, holder or name) if kind else mix.key
-        if key in seen:
-            continue
-        seen.add(key)
-        where = f"{mix.op} in {mix.module}" + (" (backward)" if mix.backward else "")
-        shape = list(t.shape)
-        if kind == "attribute":
-            findings.append(Finding(
-                "device-placement",
-                f"tensor attribute {name} is a plain tensor, not a buffer: model.to(device) leaves "
-                f"it on {t.device.type}, and {where} mixes it with the model's tensors; {_MISMATCH}",
-                "register it in __init__ with self.register_buffer(...)",
-                module=mix.module, name=name, op=mix.op, device=STAND_IN, related="DEV113"))
-        elif kind == "list":
-            container = name.split("[", 1)[0]
-            findings.append(Finding(
-                "device-placement",
-                f"layer {holder} is held in the plain Python container {container}: "
-                f"model.to(device) leaves its parameters on {t.device.type} and the optimizer never "
-                f"sees them; {mix.op} mixes {name} with the model's tensors; {_MISMATCH}",
-                f"hold the layers in nn.ModuleList (or nn.ModuleDict) instead of {container}",
-                module=f"{holder}, in a plain container", name=name, op=mix.op, device=STAND_IN,
-                related="DEV114"))
-        elif mix.key[0] == "made":
-            maker, maker_module = mix.key[1], mix.key[2]
-            findings.append(Finding(
-                "device-placement",
-                f"{maker} in {maker_module} creates a tensor on {t.device.type} (no device=), "
-                f"and {where} mixes it (shape {shape}) with the model's tensors; {_MISMATCH}",
-                "pass device=x.device to the factory (or use a registered buffer)",
-                module=maker_module, name=f"tensor of shape {shape} from {maker}", op=mix.op,
-                device=STAND_IN, related="DEV112"))
-        else:
-            findings.append(Finding(
-                "device-placement",
-                f"a {t.device.type} tensor of shape {shape} that the step never moves (a global, a "
-                f"closure, or a batch object devlint cannot walk) meets the model's tensors in "
-                f"{where}; {_MISMATCH}",
-                "move it with .to(device) where the model is moved, or make it a buffer",
-                module=mix.module, name=f"tensor of shape {shape}", op=mix.op, device=STAND_IN))
-    return findings, note
+    def remove(self):
+        for h in self.handles:
+            h.remove()
 
 
 @dataclass
@@ -239,7 +73,8 @@ class NonFinite:
 
     ``inputs`` lists ``(dtype, shape, min, max)`` of each floating-point input (finite values).
     ``inputs_finite`` is False when the op already received inf/NaN (from the batch or a
-    parameter), so no op created them.
+    parameter), so no op created them. ``module`` is the module running it (in backward: the
+    module whose forward created the autograd node).
     """
 
     op: str
@@ -251,15 +86,17 @@ class NonFinite:
 
 
 class _NonFiniteProbe(TorchDispatchMode):
-    def __init__(self, tracker: ModuleTracker, model: torch.nn.Module):
+    def __init__(self, tracker: ModuleTracker, labels: _NodeLabels, model: torch.nn.Module):
         super().__init__()
         self.tracker = tracker
+        self.labels = labels
         self.model = model
         self.first: NonFinite | None = None
+        self.in_backward = False
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
-        if self.first is None:
+        if self.first is None and func not in EMPTY_FAMILY:
             try:
                 self._check(func, args, kwargs or {}, out)
             except Exception:  # the probe must never break the user's step
@@ -279,9 +116,10 @@ class _NonFiniteProbe(TorchDispatchMode):
             vals = t[ok].float()
             lo, hi = (float(vals.min()), float(vals.max())) if vals.numel() else (math.nan, math.nan)
             ranges.append((str(t.dtype).replace("torch.", ""), list(t.shape), lo, hi))
-        self.first = NonFinite(str(func), module_label(self.model, self.tracker.parents),
-                               str(bad[0].dtype).replace("torch.", ""), self.tracker.is_bw,
-                               ranges, finite)
+        module = (self.labels.current() if self.in_backward else None) or \
+            module_label(self.model, self.tracker.parents)
+        self.first = NonFinite(str(func), module, str(bad[0].dtype).replace("torch.", ""),
+                               self.in_backward, ranges, finite)
 
 
 def nonfinite_probe(step: TrainingStep, device: str, dtype: torch.dtype, seed: int,
@@ -289,17 +127,126 @@ def nonfinite_probe(step: TrainingStep, device: str, dtype: torch.dtype, seed: i
     """Replay the step under autocast ``dtype`` on ``device`` and find the first non-finite op.
 
     Forward first; if the loss is finite, backward of ``loss * scale`` (``scale`` is the
-    GradScaler scale, so gradient overflow shows where the scaled step overflowed).
-    Returns ``None`` when nothing is non-finite. Exceptions from the step propagate.
+    GradScaler scale, so gradient overflow shows where the scaled step overflowed). Outputs of
+    ``empty``-family ops (uninitialised memory) are ignored. Returns ``None`` when nothing is
+    non-finite. Exceptions from the step propagate.
     """
     model = copy.deepcopy(step.model).to(device)
+    if dtype == torch.float32:
+        model.float()
     batch = map_tensors(lambda t: t.to(device), step.batch)
     tracker = ModuleTracker()
-    probe = _NonFiniteProbe(tracker, model)
+    labels = _NodeLabels(model)
+    probe = _NonFiniteProbe(tracker, labels, model)
     torch.manual_seed(seed)
-    with tracker, probe:
-        with torch.autocast(device_type=device, dtype=dtype, enabled=dtype != torch.float32):
-            loss = step.loss_fn(model, batch)
-        if probe.first is None and loss.requires_grad:
-            (loss.float().sum() * scale).backward()
+    try:
+        with tracker, probe:
+            with torch.autocast(device_type=device, dtype=dtype, enabled=dtype != torch.float32):
+                loss = step.loss_fn(model, batch)
+            if probe.first is None and loss.requires_grad:
+                probe.in_backward = True
+                (loss.float().sum() * scale).backward()
+    finally:
+        labels.remove()
     return probe.first
+
+
+def _rel_err(a, b) -> float:
+    xs = [t for t in _tensors(a) if t.is_floating_point()]
+    ys = [t for t in _tensors(b) if t.is_floating_point()]
+    if len(xs) != len(ys) or not xs:
+        return 0.0
+    num = den = 0.0
+    for x, y in zip(xs, ys):
+        if x.shape != y.shape:
+            return 0.0
+        x, y = x.detach().double(), y.detach().double()
+        if not bool(torch.isfinite(x).all()):
+            return math.inf
+        num += float((x - y).pow(2).sum())
+        den += float(y.pow(2).sum())
+    return math.sqrt(num / den) if den > 0 else (0.0 if num == 0 else math.inf)
+
+
+def unstable_modules(step: TrainingStep, device: str, mode: str, seed: int, k: float = 16.0):
+    """Find the innermost modules whose output under autocast drifts far beyond rounding.
+
+    Replays the forward in float32 (no grad). At every module call, the module is run again
+    on the same inputs (a) under ``torch.autocast(mode)`` and (b) in float32 on inputs rounded
+    to the mode's dtype, with the RNG state of the original call (same dropout). A module is
+    unstable when its autocast output error (relative L2 against float32) exceeds
+    ``k * max(error of (b), u)`` and ``32 u`` (``u`` the unit roundoff): the error comes from
+    computing in the low precision, not from representing the inputs. Returns
+    ``[(module label, autocast error, rounding error)]``, innermost modules only, in call
+    order; exceptions propagate.
+    """
+    from .compare import round_trip, unit_roundoff
+
+    dtype = {"bfloat16": torch.bfloat16, "float16": torch.float16}[mode]
+    u = unit_roundoff(mode)
+    model = copy.deepcopy(step.model).to(device).float()
+    batch = map_tensors(lambda t: t.to(device), step.batch)
+    names = {m: n for n, m in model.named_modules()}
+    worst: dict[str, tuple[float, float]] = {}
+    order: list[str] = []
+    busy = [False]
+    states: dict[int, list] = {}
+    handles = []
+    cuda = device == "cuda"
+
+    def rng():
+        return (torch.get_rng_state(), torch.cuda.get_rng_state() if cuda else None)
+
+    def set_rng(s):
+        torch.set_rng_state(s[0])
+        if cuda:
+            torch.cuda.set_rng_state(s[1])
+
+    def pre(mod, args, kwargs):
+        if not busy[0]:
+            states.setdefault(id(mod), []).append(rng())
+
+    def post(mod, args, kwargs, output):
+        if busy[0] or not states.get(id(mod)):
+            return
+        before = states[id(mod)].pop()
+        after = rng()
+        busy[0] = True
+        try:
+            set_rng(before)
+            with torch.autocast(device_type=device, dtype=dtype):
+                low = mod(*args, **kwargs)
+            set_rng(before)
+            rargs = map_tensors(lambda t: round_trip(t, mode), (args, kwargs))
+            rounded = mod(*rargs[0], **rargs[1])
+        except Exception:  # a module that cannot run alone is not judged
+            return
+        finally:
+            set_rng(after)
+            busy[0] = False
+        e_low, e_round = _rel_err(low, output), _rel_err(rounded, output)
+        label = names.get(mod, "")
+        label = f"{label} ({type(mod).__name__})" if label else f"{type(mod).__name__} (the model itself)"
+        if label not in worst:
+            order.append(label)
+        prev = worst.get(label, (0.0, 0.0))
+        if e_low > prev[0]:
+            worst[label] = (e_low, e_round)
+
+    for mod in names:
+        handles.append(mod.register_forward_pre_hook(pre, with_kwargs=True))
+        handles.append(mod.register_forward_hook(post, with_kwargs=True))
+    torch.manual_seed(seed)
+    try:
+        with torch.no_grad():
+            step.loss_fn(model, batch)
+    finally:
+        for h in handles:
+            h.remove()
+    bad = [lab for lab in order
+           if worst[lab][0] > max(k * max(worst[lab][1], u), 32 * u)]
+    paths = [lab.split(" (", 1)[0] for lab in bad]
+    inner = [lab for lab, p in zip(bad, paths)
+             if not any(q != p and (q.startswith(p + ".") or (p == "" and q)) for q in paths)
+             and not lab.endswith("(the model itself)")]
+    return [(lab, *worst[lab]) for lab in inner]

@@ -19,17 +19,24 @@ class Run:
             ``torch.amp.GradScaler``); ``"-"`` on a row for a device that is not present.
         status: ``"reference"`` (the CPU float32 run everything is compared with), ``"ok"``,
             ``"mismatch"`` (beyond tolerance), ``"non-finite"`` (inf/NaN loss or gradients),
-            ``"error"`` (the step raised), ``"not compared"`` (the reference itself failed), or
+            ``"error"`` (the step raised), ``"unsupported"`` (an op has no kernel for this
+            dtype on this device: not the model's fault, not counted), ``"not compared"``
+            (the reference itself failed, or float32 across devices with random draws), or
             ``"skipped"`` (device not present).
         loss: the loss value of the step (float, unitless), ``None`` when not computed.
         loss_err: ``|loss - loss_ref| / |loss_ref|``.
-        grad_err: the largest per-parameter gradient relative L2 error.
-        grad_cos: the smallest per-parameter gradient cosine similarity (where checked).
-        update_err: the largest per-parameter update (``after - before``) relative L2 error.
+        grad_err: the whole-model gradient relative L2 error ``||g - g_ref|| / ||g_ref||``
+            over the judged parameters (see :class:`devlint.runtime.compare.Tolerances`).
+        floor: the same error for the noise-floor run (float32 with only this dtype's
+            rounding), when it was measured; ``None`` when the run passed without it.
+        update_err: the largest per-parameter update relative L2 error, or, for adaptive
+            optimizers (not judged), the largest update error RMS in units of lr.
         skipped_steps: float16 only: steps the GradScaler skipped (inf/NaN gradients) while
-            its scale settled; not a failure.
+            its scale settled from 2**16; not a failure.
         scale: float16 only: the GradScaler scale of the step that counted.
-        error: what went wrong (``status == "error"``), or why a device was skipped.
+        error: what went wrong (``status`` error/unsupported), or why a device was skipped.
+        how: how the run was judged (one line).
+        excluded: parameters not judged because their reference gradient is negligible.
     """
 
     device: str
@@ -38,11 +45,13 @@ class Run:
     loss: float | None = None
     loss_err: float | None = None
     grad_err: float | None = None
-    grad_cos: float | None = None
+    floor: float | None = None
     update_err: float | None = None
     skipped_steps: int | None = None
     scale: float | None = None
     error: str | None = None
+    how: str | None = None
+    excluded: int | None = None
 
     @property
     def ran(self) -> bool:
@@ -55,8 +64,8 @@ class Finding:
     """One problem found by the runtime checker.
 
     Attributes:
-        kind: ``device-placement``, ``non-finite``, ``underflow``, ``master-weights``,
-            ``mismatch``, ``deprecation`` or ``step-error``.
+        kind: ``device-placement``, ``probe-incomplete``, ``non-finite``, ``underflow``,
+            ``master-weights``, ``mismatch``, ``deprecation`` or ``step-error``.
         message: what is wrong.
         fix: the fix, in a few words.
         module: the module path inside the model (``"encoder.fc1 (Linear)"``), or where the code
@@ -67,6 +76,8 @@ class Finding:
         mode: precision mode of that run, if any.
         related: the static devlint rule for the same problem (``"DEV112"``), if any.
         details: numbers behind the message (ranges, fractions, errors).
+        severity: ``"error"`` (the report is not ok) or ``"info"`` (shown, does not fail the
+            report: underflow that the GradScaler recovers).
     """
 
     kind: str
@@ -79,6 +90,7 @@ class Finding:
     mode: str | None = None
     related: str | None = None
     details: dict = field(default_factory=dict)
+    severity: str = "error"
 
 
 def _num(x: float | None, fmt: str = ".1e") -> str:
@@ -117,10 +129,16 @@ class Report:
 
     @property
     def ok(self) -> bool:
-        """True when every run that ran is within tolerance and there are no findings."""
-        return not self.findings and all(
-            r.status in ("reference", "ok") for r in self.runs if r.ran
-        )
+        """True when every run that ran is within tolerance (or unsupported here) and there
+        are no findings of severity ``error``."""
+        return not self.errors and all(
+            r.status in ("reference", "ok", "unsupported", "not compared") for r in self.runs if r.ran
+        ) and any(r.status == "reference" for r in self.runs)
+
+    @property
+    def errors(self) -> list[Finding]:
+        """The findings of severity ``error``."""
+        return [f for f in self.findings if f.severity != "info"]
 
     def to_dict(self) -> dict:
         """The report as plain JSON-ready data (``inf`` becomes the string ``"inf"``)."""
@@ -155,7 +173,7 @@ class Report:
             raise AssertionError("\n" + str(self))
 
     def __str__(self) -> str:
-        header = ["device", "mode", "loss", "loss err", "grad err", "grad cos", "update err",
+        header = ["device", "mode", "loss", "loss err", "grad err", "floor", "update err",
                   "skipped steps", "status"]
         rows = []
         for r in self.runs:
@@ -164,14 +182,14 @@ class Report:
             if r.scale is not None:
                 skipped += f" (scale {r.scale:g})"
             status = r.status
-            if r.status == "skipped":
-                status = f"skipped: {r.error}"
+            if r.status in ("skipped", "unsupported", "not compared") and r.error:
+                status = f"{r.status}: {r.error}"
             rows.append([
                 r.device, r.mode,
                 "-" if r.loss is None else ("inf/nan" if not math.isfinite(r.loss) else f"{r.loss:.6g}"),
                 "ref" if ref else _num(r.loss_err),
                 "ref" if ref else _num(r.grad_err),
-                "ref" if ref else _num(r.grad_cos, ".6f"),
+                "ref" if ref else _num(r.floor),
                 "ref" if ref else _num(r.update_err),
                 skipped, status,
             ])
@@ -189,6 +207,12 @@ class Report:
         if errors:
             out += ["", "run errors:"]
             out += [f"  {r.device} {r.mode}: {r.error}" for r in errors]
+        judged = [r for r in self.runs if r.how and r.status in ("ok", "mismatch")]
+        if judged:
+            out += ["", "how each run was judged:"]
+            for r in judged:
+                excl = f"; {r.excluded} parameters with negligible gradient not judged" if r.excluded else ""
+                out.append(f"  {r.device} {r.mode}: {r.how}{excl}")
         if self.notes:
             out += ["", "notes:"]
             out += [f"  {n}" for n in self.notes]
@@ -197,10 +221,13 @@ class Report:
             out.append("ok: every run is within tolerance, no findings" if self.ok
                        else "failed: see the runs above")
             return "\n".join(out)
-        out.append(f"findings ({len(self.findings)}):")
+        n_err = len(self.errors)
+        out.append(f"findings ({n_err}" + (f", and {len(self.findings) - n_err} for information)"
+                                          if n_err < len(self.findings) else ")") + ":")
         for i, f in enumerate(self.findings, 1):
             where = f"{f.device} {f.mode}" if f.mode else (f.device or "")
-            out.append(f"{i}. [{f.kind}]" + (f" {where}" if where else "")
+            out.append(f"{i}. [{f.kind}]" + (" (info)" if f.severity == "info" else "")
+                       + (f" {where}" if where else "")
                        + (f" (static rule {f.related})" if f.related else ""))
             out.append(f"   {f.message}")
             parts = [f"module: {f.module}" if f.module else "",
@@ -210,4 +237,6 @@ class Report:
             if parts:
                 out.append("   " + "; ".join(parts))
             out.append(f"   fix: {f.fix}")
+        out.append("")
+        out.append("ok: no errors (information only)" if self.ok else "failed: see the findings above")
         return "\n".join(out)

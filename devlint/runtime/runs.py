@@ -1,4 +1,16 @@
-"""Replay a :class:`TrainingStep` per device and mode, compare, probe, and build the report."""
+"""Replay a :class:`TrainingStep` per device and mode, judge each run, explain, build the report.
+
+Order of work (the cost is a few plain steps, see docs/runtime.md "Cost"):
+
+1. The CPU float32 reference runs on the stand-in device (:mod:`devlint.runtime.standin`):
+   one run gives the reference numbers *and* the device-placement check. If the stand-in
+   cannot finish, the reference is rerun plainly and the report says why (not ok).
+2. Every other run is compared with it as it finishes (streamed: only per-parameter numbers
+   are kept) by :func:`devlint.runtime.compare.measure`.
+3. A low-precision run whose errors are beyond a few unit roundoffs is judged against a
+   calibrated noise floor: the same step in float32 with only that dtype's rounding.
+4. Failures are explained by diagnostic replays (:mod:`devlint.runtime.probes`).
+"""
 
 from __future__ import annotations
 
@@ -10,40 +22,60 @@ import warnings
 from dataclasses import dataclass, field
 
 import torch
-from torch.utils.module_tracker import ModuleTracker
 
-from . import probes
-from .compare import Tolerances, compare_tensors, loss_ok, resolve_tolerances
+from . import probes, standin
+from .compare import (Errors, Tolerances, Verdict, judge, measure, needs_floor, resolve_tolerances,
+                      round_trip)
 from .report import Finding, Report, Run
-from .step import TrainingStep, map_tensors
+from .step import Parameters, TrainingStep, map_tensors
 
-__all__ = ["check_step", "MODES", "DEVICES", "MAX_SCALER_STEPS"]
+__all__ = ["check_step", "MODES", "DEVICES", "MAX_HALVINGS", "INIT_SCALE"]
 
 MODES = ("float32", "bfloat16", "float16")
 DEVICES = ("cpu", "cuda", "mps")
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
-#: GradScaler calibration: at most this many tries of the step (each from the same starting
-#: weights), halving the scale after each skipped one: 2**16 down to 2**11.
-MAX_SCALER_STEPS = 6
-#: At most this many ``mismatch`` findings per run; the rest are counted in a note.
-MAX_MISMATCH_FINDINGS = 10
+#: torch.amp.GradScaler's default initial scale.
+INIT_SCALE = 2.0 ** 16
+#: The GradScaler may halve its scale at most this many times (2**16 down to 2**-8) before
+#: devlint calls the gradients non-finite at every scale. Real training keeps halving, one
+#: skipped step each time; devlint finds the first scale that works by bisection (~5 tries)
+#: and reports how many steps training would skip.
+MAX_HALVINGS = 24
+#: At most this many parameters are listed per mismatching run.
+MAX_LISTED = 5
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _LOW = (torch.float16, torch.bfloat16)
+_ADAPTIVE_STATE = {"exp_avg_sq", "square_avg", "sum", "exp_inf", "acc_delta", "max_exp_avg_sq"}
+_UNSUPPORTED = re.compile(
+    r"not implemented for '(Half|BFloat16|ComplexHalf)'|could not create a (primitive|descriptor)"
+    r"|does not support (half|bfloat16|float16)|Could not run '[\w:.]+' with arguments from the"
+    r"|\"\w+\" not implemented for|no kernel image|unsupported (dtype|scalar ?type)", re.I)
+_DEVICE_ERR = re.compile(r"same device|on the expected device|device mismatch|different devices"
+                         r"|Expected all tensors to be on")
 
 
 @dataclass
 class _Raw:
+    """One run: its numbers, while they are needed, and what happened."""
+
     device: str
     mode: str
     loss: float | None = None
-    grads: dict = field(default_factory=dict)
+    errors: Errors | None = None
+    grads: dict = field(default_factory=dict)  # only kept for references
     updates: dict = field(default_factory=dict)
+    lrs: dict = field(default_factory=dict)
+    adaptive: bool = False
     skipped_steps: int | None = None
     scale: float | None = None
+    scaler_used: bool = True
     nonfinite: bool = False
     error: str | None = None
-    error_kind: str | None = None  # "device", "fp16-grads", "other"
+    error_kind: str | None = None  # "device", "fp16-grads", "unsupported", "other"
     module: str | None = None
+    rng_used: bool = False
+    mixes: list = field(default_factory=list)
+    unmoved: dict = field(default_factory=dict)
 
 
 def _first_line(exc: BaseException) -> str:
@@ -53,88 +85,208 @@ def _first_line(exc: BaseException) -> str:
 
 def _scalar_loss(loss) -> torch.Tensor:
     if not isinstance(loss, torch.Tensor):
-        raise TypeError(f"loss_fn returned {type(loss).__name__}; return a scalar tensor")
+        raise TypeError(f"the step returned {type(loss).__name__}; return a scalar tensor loss")
     if loss.numel() != 1 or not loss.is_floating_point():
-        raise TypeError(f"loss_fn returned a {loss.dtype} tensor of shape {list(loss.shape)}; "
+        raise TypeError(f"the step returned a {loss.dtype} tensor of shape {list(loss.shape)}; "
                         "return a scalar floating-point loss")
     return loss.reshape(())
 
 
-def _run(step: TrainingStep, device: str, mode: str, seed: int, scaled: bool = True) -> _Raw:
-    """One step on a deep copy of the model. float16 with ``scaled`` uses a GradScaler."""
+class _StepRaised(Exception):
+    """SystemExit/KeyboardInterrupt-free wrapper for a step that called sys.exit()."""
+
+
+def _run(step: TrainingStep, device: str, mode: str, seed: int, *, keep: bool = False,
+         stand_in: bool = False, round_to: str | None = None, init_scale: float = INIT_SCALE,
+         ref: _Raw | None = None) -> _Raw:
+    """One step on a deep copy of the model.
+
+    ``keep``: keep grads and updates (a reference); else compare with ``ref`` as soon as the
+    step is done. ``stand_in``: run on the stand-in device (float32 only). ``round_to``: the
+    noise-floor run, float32 with parameters and inputs rounded to that mode's dtype.
+    """
     raw = _Raw(device, mode)
-    tracker = ModuleTracker()
     model = None
     phase = "copying the model"
+    tracker_parents: set = set()
+    ctx = None
     try:
         model = copy.deepcopy(step.model)
         batch = step.batch
         if mode == "float32" and any(p.dtype in _LOW for p in model.parameters()):
             model.float()  # the float32 run is float32 even for a model.half()
             batch = map_tensors(lambda t: t.float() if t.dtype in _LOW else t, batch)
-        model.to(device)
-        batch = map_tensors(lambda t: t.to(device), batch)
-        named = list(model.named_parameters())
-        before = {n: p.detach().to("cpu", torch.float32, copy=True) for n, p in named}
-        scaler = torch.amp.GradScaler(device) if mode == "float16" and scaled else None
-        start = copy.deepcopy(model.state_dict()) if scaler else None
-        if scaler:
-            raw.skipped_steps = 0
-        for attempt in range(MAX_SCALER_STEPS if scaler else 1):
-            if attempt:
-                model.load_state_dict(start)
-            torch.manual_seed(seed)
-            phase = "optimizer"
-            optimizer = step.optimizer(model.parameters())
-            model.zero_grad(set_to_none=True)
-            phase = "step"
-            with tracker:
-                with torch.autocast(device_type=device, dtype=DTYPES[mode], enabled=mode != "float32"):
-                    loss = _scalar_loss(step.loss_fn(model, batch))
-                raw.loss = float(loss.detach().float())
-                if not math.isfinite(raw.loss):
-                    raw.nonfinite = True
-                    return raw
-                if scaler:
-                    scale = scaler.get_scale()
-                    scaler.scale(loss).backward()
-                    scaler.unscale_(optimizer)
-                else:
-                    loss.backward()
-            grads = {n: None if p.grad is None else p.grad.detach().to("cpu", torch.float32, copy=True)
-                     for n, p in named}
-            if scaler:
-                scaler.step(optimizer)
-                scaler.update()
-                if scaler.get_scale() < scale:
-                    raw.skipped_steps += 1
-                    continue
-                raw.scale = scale
-            else:
-                optimizer.step()
-            break
+        if round_to:
+            with torch.no_grad():
+                for p in model.parameters():
+                    p.copy_(round_trip(p, round_to))
+            batch = map_tensors(lambda t: round_trip(t, round_to), batch)
+        start = {n: p for n, p in step.model.named_parameters()}
+        if stand_in:
+            raw.unmoved = standin.unregistered_tensors(model)
+            ctx = standin.stand_in(model)
+            mode_obj, tracker = ctx.__enter__()
+            raw.mixes = mode_obj.mixes
+            target = standin.STAND_IN
         else:
-            raw.nonfinite = True
-            raw.error = (f"GradScaler skipped all {MAX_SCALER_STEPS} steps: gradients are inf/NaN "
-                         f"at every scale down to {scale:g}")
-            raw.scale = scale
-            return raw
-        raw.grads = grads
-        raw.updates = {n: p.detach().to("cpu", torch.float32) - before[n] for n, p in named}
+            tracker = None
+            target = device
+        phase = "moving the model"
+        model.to(target)
+        batch = map_tensors(lambda t: t.to(target), batch)
+        named = list(model.named_parameters())
+        phase = "optimizer"
+        try:
+            optimizer = step.optimizer(Parameters(model))
+        except Exception:
+            if not stand_in or step.step_fn is not None:
+                raise
+            # still look for placement bugs (layers in a plain list leave nothing to optimize)
+            with torch.autocast(device_type="cpu", enabled=False):
+                _scalar_loss(step.loss_fn(model, batch)).backward()
+            raise
+        raw.lrs = {}
+        pid = {id(p): n for n, p in named}
+        for group in optimizer.param_groups:
+            for p in group["params"]:
+                if id(p) in pid and isinstance(group.get("lr"), (int, float)):
+                    raw.lrs[pid[id(p)]] = float(group["lr"])
+        amp_device = "cpu" if stand_in else device
+        scaler = torch.amp.GradScaler(amp_device, init_scale=init_scale, enabled=mode == "float16")
+        captured: dict = {}
+
+        def capture(opt, args, kwargs):
+            captured.clear()
+            # the built-in step never touches the gradients after this: no copy needed
+            own = step.step_fn is None
+            captured.update({n: None if p.grad is None else (p.grad.detach() if own else p.grad.detach().clone())
+                             for n, p in named})
+
+        hook = optimizer.register_step_pre_hook(capture)
+        model.zero_grad(set_to_none=True)
+        torch.manual_seed(seed)
+        rng_before = torch.get_rng_state()
+        phase = "step"
+        with torch.autocast(device_type=amp_device, dtype=DTYPES[mode], enabled=mode != "float32"):
+            if step.step_fn is not None:
+                loss = _scalar_loss(step.step_fn(model, batch, optimizer, scaler))
+            else:
+                loss = _scalar_loss(step.loss_fn(model, batch))
+        raw.loss = float(loss.detach().float())
+        if tracker is not None:
+            tracker_parents = set(tracker.parents)
+        if step.step_fn is None:
+            if not math.isfinite(raw.loss):
+                raw.nonfinite = True
+                raw.skipped_steps = 0 if scaler.is_enabled() else None  # no scale helps a forward
+                return raw
+            scaler.scale(loss).backward()
+            if scaler.is_enabled():
+                scaler.unscale_(optimizer)
+            if step.clip_grad_norm is not None:
+                torch.nn.utils.clip_grad_norm_(model.parameters(), step.clip_grad_norm)
+            scaler.step(optimizer)
+            scaler.update()
+            if step.scheduler is not None:
+                step.scheduler(optimizer).step()
+        hook.remove()
+        raw.rng_used = not torch.equal(rng_before, torch.get_rng_state())
+        if scaler.is_enabled():
+            raw.scaler_used = scaler._scale is not None
+            raw.scale = init_scale
+            if raw.scaler_used and scaler.get_scale() < init_scale:
+                raw.skipped_steps = 1  # the caller bisects on the scale
+                return raw
+        if not captured:
+            if not math.isfinite(raw.loss):
+                raw.nonfinite = True
+                return raw
+            raise RuntimeError("the step never called optimizer.step()")
+        raw.adaptive = any(k in _ADAPTIVE_STATE for st in optimizer.state.values() for k in st)
+        phase = "comparing"
+
+        def cpu(t):
+            return (t.elem if isinstance(t, standin.Tagged) else t).detach().to("cpu", torch.float32)
+
+        def update(n, p):
+            before = start[n].detach().to("cpu", torch.float32)
+            if round_to:
+                before = round_trip(before, round_to)
+            return cpu(p) - before
+
+        if keep:
+            raw.grads = {n: None if g is None else cpu(g) for n, g in captured.items()}
+            raw.updates = {n: update(n, p) for n, p in named}
+        else:
+            updates = _LazyUpdates(named, update)
+            raw.errors = measure(ref.loss, ref.grads, ref.updates, raw.loss,
+                                 ((n, None if g is None else cpu(g)) for n, g in captured.items()),
+                                 updates, raw.lrs)
     except Exception as exc:  # noqa: BLE001 - every failure of the user's step is reported
         raw.error = _first_line(exc)
         text = str(exc)
         if "unscale FP16 gradients" in text:
             raw.error_kind = "fp16-grads"
-        elif re.search(r"same device|on the expected device|device mismatch|different devices", text):
+        elif _UNSUPPORTED.search(text) and mode != "float32":
+            raw.error_kind = "unsupported"
+        elif _DEVICE_ERR.search(text):
             raw.error_kind = "device"
         else:
             raw.error_kind = "other"
-        if phase == "step":
-            raw.module = probes.module_label(model, tracker.parents)
-        else:
-            raw.module = f"({phase})"
+        raw.module = standin.module_label(model, tracker_parents) if phase == "step" and model is not None \
+            else f"({phase})"
+    except SystemExit as exc:
+        raw.error = f"the step called sys.exit({exc.code!r})"
+        raw.error_kind = "exit"
+        raw.module = f"({phase})"
+    finally:
+        if ctx is not None:
+            ctx.__exit__(None, None, None)
     return raw
+
+
+class _LazyUpdates(dict):
+    """Updates computed one parameter at a time, when :func:`measure` asks for them."""
+
+    def __init__(self, named, update):
+        super().__init__()
+        self._named = dict(named)
+        self._update = update
+
+    def __contains__(self, name):
+        return name in self._named
+
+    def __getitem__(self, name):
+        return self._update(name, self._named[name])
+
+
+def _settled(step, device, mode, seed, ref) -> _Raw:
+    """The float16 run with the GradScaler settled: the first scale 2**16 / 2**k (k <= 24)
+    whose step is not skipped, found by bisection; ``skipped_steps = k``."""
+    raw = _run(step, device, mode, seed, ref=ref)
+    if raw.skipped_steps is None:
+        if raw.scale is not None:
+            raw.skipped_steps = 0
+        return raw
+    lo, hi, best = 1, MAX_HALVINGS, None
+    while lo <= hi:
+        k = (lo + hi) // 2
+        trial = _run(step, device, mode, seed, ref=ref, init_scale=INIT_SCALE / 2 ** k)
+        if trial.error or trial.nonfinite:
+            return trial
+        if trial.skipped_steps is None:
+            best, trial.skipped_steps = trial, k
+            hi = k - 1
+        else:
+            lo = k + 1
+    if best is None:
+        raw.nonfinite = True
+        raw.skipped_steps = MAX_HALVINGS
+        raw.scale = INIT_SCALE / 2 ** MAX_HALVINGS
+        raw.error = (f"GradScaler skipped every step: gradients are inf/NaN at every scale from "
+                     f"2**16 down to 2**{16 - MAX_HALVINGS}")
+        return raw
+    return best
 
 
 def _available(device: str) -> str | None:
@@ -160,71 +312,57 @@ def _module_of(model: torch.nn.Module, param: str) -> str:
         return path
 
 
-def _compare(raw: _Raw, ref: _Raw, tol: Tolerances, model: torch.nn.Module,
-             report: Report) -> Run:
-    run = Run(raw.device, raw.mode, "ok", loss=raw.loss, skipped_steps=raw.skipped_steps,
-              scale=raw.scale, error=raw.error)
-    if raw.error and not raw.nonfinite:
-        run.status = "error"
-        return run
-    if raw.nonfinite:
-        run.status = "non-finite"
-        return run
-    is_ref = raw is ref
-    if is_ref:
-        run.status = "reference"
-        return run
-    run.loss_err, loss_good = loss_ok(raw.loss, ref.loss, tol)
-    bad: list[Finding] = []
-    if not loss_good:
-        bad.append(Finding(
-            "mismatch",
-            f"loss {raw.loss:.6g} differs from the cpu float32 reference {ref.loss:.6g} by "
-            f"{run.loss_err:.1e} (relative), beyond rtol {tol.rtol:g} / atol {tol.atol:g}",
-            f"keep the loss computation in float32, or pass looser Tolerances for {raw.mode}",
-            module="loss_fn", device=raw.device, mode=raw.mode,
-            details={"loss": raw.loss, "reference": ref.loss, "rel_err": run.loss_err}))
-    grad_errs, coss, upd_errs = [], [], []
-    for name, g_ref in ref.grads.items():
-        g = raw.grads.get(name)
-        if (g is None) != (g_ref is None):
-            bad.append(Finding(
-                "mismatch",
-                f"{name} has {'no gradient' if g is None else 'a gradient'} here but "
-                f"{'none' if g_ref is None else 'one'} in the cpu float32 reference",
-                "make the step compute the same gradients on every device and precision",
-                module=_module_of(model, name), name=name, device=raw.device, mode=raw.mode))
+_MISMATCH = 'on a GPU this step fails with "Expected all tensors to be on the same device"'
+
+
+def placement_findings(raw: _Raw) -> list[Finding]:
+    """Turn the stand-in run's mixes into ``device-placement`` findings, one per distinct
+    tensor (a layer in a plain list counts once)."""
+    findings: list[Finding] = []
+    seen: set = set()
+    for mix in raw.mixes:
+        kind, name, holder = (raw.unmoved.get(mix.key[1], (None,) * 3) if mix.key[0] == "id"
+                              else (None,) * 3)
+        key = (kind, holder or name) if kind else mix.key
+        if key in seen:
             continue
-        if g is None:
-            continue
-        gc = compare_tensors(g, g_ref, tol, with_cosine=True)
-        uc = compare_tensors(raw.updates[name], ref.updates[name], tol, with_cosine=False)
-        grad_errs.append(gc.rel_l2)
-        upd_errs.append(uc.rel_l2)
-        if gc.cosine is not None:
-            coss.append(gc.cosine)
-        if not (gc.ok and uc.ok):
-            cos = "" if gc.cosine is None else f", cosine {gc.cosine:.6f} (min {tol.cos_min:.6f})"
-            bad.append(Finding(
-                "mismatch",
-                f"{name}: gradient relative L2 error {gc.rel_l2:.1e}{cos}, update relative L2 "
-                f"error {uc.rel_l2:.1e}, beyond the {raw.mode} tolerance "
-                f"(rtol {tol.rtol:g}, atol {tol.atol:g})",
-                "run this module in float32 (torch.autocast(..., enabled=False) around it), "
-                f"or pass looser Tolerances for {raw.mode}",
-                module=_module_of(model, name), name=name, device=raw.device, mode=raw.mode,
-                details={"grad_rel_l2": gc.rel_l2, "grad_cosine": gc.cosine,
-                         "update_rel_l2": uc.rel_l2}))
-    run.grad_err = max(grad_errs, default=None)
-    run.grad_cos = min(coss, default=None)
-    run.update_err = max(upd_errs, default=None)
-    if bad:
-        run.status = "mismatch"
-        report.findings.extend(bad[:MAX_MISMATCH_FINDINGS])
-        if len(bad) > MAX_MISMATCH_FINDINGS:
-            report.notes.append(f"{raw.device} {raw.mode}: {len(bad) - MAX_MISMATCH_FINDINGS} "
-                                "more mismatch findings not shown")
-    return run
+        seen.add(key)
+        where = f"{mix.op} in {mix.module}" + (" (backward)" if mix.backward else "")
+        if kind == "attribute":
+            findings.append(Finding(
+                "device-placement",
+                f"tensor attribute {name} is a plain tensor, not a buffer, so model.to(device) "
+                f"leaves it on the CPU; {where} uses it with tensors on the GPU: {_MISMATCH}",
+                "register it in __init__ with self.register_buffer(...)",
+                module=mix.module, name=name, op=mix.op, device="stand-in", related="DEV113"))
+        elif kind == "list":
+            container = name.split("[", 1)[0]
+            findings.append(Finding(
+                "device-placement",
+                f"layer {holder} is held in the plain Python container {container}, so "
+                f"model.to(device) leaves its parameters on the CPU and the optimizer never sees "
+                f"them; {mix.op} uses {name} with tensors on the GPU: {_MISMATCH}",
+                f"hold the layers in nn.ModuleList (or nn.ModuleDict) instead of {container}",
+                module=f"{holder}, in a plain container", name=name, op=mix.op, device="stand-in",
+                related="DEV114"))
+        elif mix.key[0] == "made":
+            maker, maker_module = mix.key[1], mix.key[2]
+            findings.append(Finding(
+                "device-placement",
+                f"{maker} in {maker_module} creates a tensor on the CPU (no device=), and {where} "
+                f"uses it (shape {mix.shape}) with tensors on the GPU: {_MISMATCH}",
+                "pass device=x.device to the factory (or use a registered buffer)",
+                module=maker_module, name=f"tensor of shape {mix.shape} from {maker}", op=mix.op,
+                device="stand-in", related="DEV112"))
+        else:
+            findings.append(Finding(
+                "device-placement",
+                f"a CPU tensor of shape {mix.shape} that the step never moves (a global, a closure, "
+                f"or a batch object devlint cannot walk) is used with tensors on the GPU in {where}; "
+                f"{_MISMATCH}",
+                "move it with .to(device) where the model is moved, or make it a buffer",
+                module=mix.module, name=f"tensor of shape {mix.shape}", op=mix.op, device="stand-in"))
+    return findings
 
 
 def _master_weights(step: TrainingStep) -> Finding | None:
@@ -252,15 +390,12 @@ def _nonfinite_finding(step: TrainingStep, raw: _Raw, runs: dict, seed: int) -> 
         nf, why = None, _first_line(exc)
     else:
         why = "no op produced inf/NaN when replayed"
-    other = "bfloat16" if raw.mode == "float16" else None
     clean = ""
-    if other:
-        o = runs.get((raw.device, other))
-        if o is None:
-            clean = ""
-        elif o.error is None and not o.nonfinite:
+    if raw.mode == "float16":
+        o = runs.get((raw.device, "bfloat16"))
+        if o is not None and o.error is None and not o.nonfinite:
             clean = f"; bfloat16 runs clean on {raw.device} (same exponent range as float32)"
-        else:
+        elif o is not None:
             clean = f"; bfloat16 is not clean on {raw.device} either"
     what = "the loss is inf/NaN" if raw.error is None else raw.error
     if nf is None:
@@ -285,38 +420,83 @@ def _nonfinite_finding(step: TrainingStep, raw: _Raw, runs: dict, seed: int) -> 
                                            "backward": nf.backward, "out_dtype": nf.out_dtype})
 
 
-def _underflow_finding(step, device, seed, ref: _Raw, scaled: _Raw, tol: Tolerances) -> Finding | None:
-    raw = _run(step, device, "float16", seed, scaled=False)
-    if raw.error or raw.nonfinite:
+def _mismatch_finding(step, raw: _Raw, verdict: Verdict, seed: int, tol: Tolerances) -> Finding:
+    model = step.model
+    listed = verdict.worst[:MAX_LISTED]
+    names = ", ".join(f"{n} {e:.1e} (limit {lim:.1e})" for n, e, lim in listed)
+    more = f" and {len(verdict.worst) - MAX_LISTED} more" if len(verdict.worst) > MAX_LISTED else ""
+    first = listed[0][0].replace(" (update)", "") if listed else None
+    module = _module_of(model, first) if first else "loss_fn"
+    culprit = ""
+    details = {"worst": [list(w) for w in verdict.worst[:20]], "grad_err": verdict.grad_err,
+               "floor": verdict.floor, "loss_err": verdict.loss_err}
+    if raw.mode != "float32":
+        try:
+            unstable = probes.unstable_modules(step, raw.device, raw.mode, seed, k=tol.k)
+        except Exception:  # noqa: BLE001 - the diagnosis is best effort
+            unstable = []
+        if unstable:
+            label, e_low, e_round = unstable[0]
+            module = label
+            culprit = (f"; the first module whose output drifts is {label}: output error "
+                       f"{e_low:.1e} under autocast vs {e_round:.1e} from rounding its inputs")
+            details["unstable_modules"] = [list(u) for u in unstable]
+    loss = "" if verdict.loss_ok else f"; loss error {verdict.loss_err:.1e}"
+    if not listed and verdict.missing:
+        names = f"gradients present in only one of the runs: {', '.join(verdict.missing[:MAX_LISTED])}"
+    return Finding(
+        "mismatch",
+        f"{raw.mode} gradients on {raw.device} are beyond what {raw.mode} reaches on this model "
+        f"(whole-model error {verdict.grad_err:.1e}"
+        + (f", noise floor {verdict.floor:.1e}" if verdict.floor is not None else "")
+        + f"): {names}{more}{loss}{culprit}",
+        "run the named module in float32 (torch.autocast(..., enabled=False) around it, inputs "
+        ".float()), or pass looser Tolerances",
+        module=module, name=first, device=raw.device, mode=raw.mode, details=details)
+
+
+def _underflow_finding(step, raw: _Raw, ref: _Raw, tol: Tolerances) -> Finding | None:
+    """Gradient elements lost to float16 underflow.
+
+    With a GradScaler in use the loss is multiplied by the scale, so what underflows is
+    estimated from the reference: elements non-zero in float32 but below float16's smallest
+    subnormal (2**-24) in magnitude, and how many of them the scaled run keeps; this is
+    information, not an error, when the scaler keeps them. Without a scaler (a custom
+    step_fn that never calls ``scaler.scale``) the run's own zeros are counted, and a
+    fraction above ``tol.underflow`` is an error.
+    """
+    total = sum(g.numel() for g in ref.grads.values() if g is not None)
+    if not total or raw.errors is None:
         return None
-    total = lost = kept = 0
-    worst, worst_frac = None, 0.0
-    for name, g32 in ref.grads.items():
-        g16 = raw.grads.get(name)
-        if g32 is None or g16 is None:
-            continue
-        mask = (g16 == 0) & (g32 != 0)
-        n = int(mask.sum())
-        total += g32.numel()
-        lost += n
-        gs = scaled.grads.get(name) if scaled.grads else None
-        if gs is not None:
-            kept += int((mask & (gs != 0)).sum())
-        if n / g32.numel() > worst_frac:
-            worst, worst_frac = name, n / g32.numel()
-    frac = lost / total if total else 0.0
+    if not raw.scaler_used:
+        lost = sum(p.zeros for p in raw.errors.params.values())
+        kept, info = 0, False
+    else:
+        tiny = {n: (g != 0) & (g.abs() < 2.0 ** -24) for n, g in ref.grads.items() if g is not None}
+        lost = sum(int(m.sum()) for m in tiny.values())
+        kept = lost - sum(min(raw.errors.params[n].zeros, int(m.sum()))
+                          for n, m in tiny.items() if n in raw.errors.params)
+        info = kept >= lost * (1 - tol.underflow)
+    frac = lost / total
     if frac <= tol.underflow:
         return None
-    saved = ""
-    if scaled.scale is not None:
-        saved = f"; GradScaler at scale {scaled.scale:g} keeps {kept} of them"
+    worst = max((n for n, g in ref.grads.items() if g is not None),
+                key=lambda n: int(((ref.grads[n] != 0) & (ref.grads[n].abs() < 2.0 ** -24)).sum())
+                if raw.scaler_used else raw.errors.params.get(n).zeros if n in raw.errors.params else 0)
+    if raw.scaler_used:
+        msg = (f"{frac:.1%} of gradient elements ({lost} of {total}) are below float16's smallest "
+               f"subnormal (2**-24) and would be zero without loss scaling; the GradScaler at scale "
+               f"{raw.scale:g} keeps {kept} of them")
+    else:
+        msg = (f"{frac:.1%} of gradient elements ({lost} of {total}) are zero in the float16 run but "
+               "non-zero in float32: the step does not scale the loss (scaler.scale(loss) is never called)")
     return Finding(
-        "underflow",
-        f"{frac:.1%} of gradient elements ({lost} of {total}) are zero in float16 without loss "
-        f"scaling but non-zero in float32; worst {worst} ({worst_frac:.1%}){saved}",
-        "use torch.amp.GradScaler with float16, or autocast to bfloat16",
-        module=_module_of(step.model, worst), name=worst, op="float16 backward", device=device,
-        mode="float16", details={"fraction": frac, "lost": lost, "total": total, "kept_by_scaler": kept})
+        "underflow", msg, "keep torch.amp.GradScaler with float16 (scaler.scale(loss).backward()), "
+        "or autocast to bfloat16",
+        module=_module_of(step.model, worst), name=worst, op="float16 backward", device=raw.device,
+        mode="float16", related="DEV202",
+        details={"fraction": frac, "lost": lost, "total": total, "kept_by_scaler": kept},
+        severity="info" if info else "error")
 
 
 def _deprecations(caught) -> list[Finding]:
@@ -326,6 +506,8 @@ def _deprecations(caught) -> list[Finding]:
             continue
         if os.path.abspath(w.filename).startswith(_HERE):
             continue
+        if "site-packages" in w.filename or "dist-packages" in w.filename:
+            continue  # a library's own deprecations are not the user's to fix
         text = str(w.message).strip()
         if text in seen:
             continue
@@ -341,6 +523,19 @@ def _deprecations(caught) -> list[Finding]:
             op=api.group(1) if api else None, related="DEV206" if "amp" in text else None,
             details={"file": w.filename, "line": w.lineno}))
     return out
+
+
+def _judge_run(step, raw: _Raw, ref: _Raw, tol: Tolerances, seed: int, cross_device: bool) -> Verdict:
+    """Judge a finished run; measure the noise floor first when the quick bound is exceeded."""
+    if raw.mode == "float32":
+        return judge(raw.errors, "float32", tol, adaptive=raw.adaptive,
+                     fixed_rtol=tol.float32_rtol if (cross_device or step.step_fn) else 1e-5)
+    if not needs_floor(raw.errors, raw.mode, tol):
+        return judge(raw.errors, raw.mode, tol, adaptive=raw.adaptive)
+    floor = _run(step, ref.device, "float32", seed, ref=ref, round_to=raw.mode)
+    if floor.errors is None:
+        return judge(raw.errors, raw.mode, tol, adaptive=raw.adaptive)
+    return judge(raw.errors, raw.mode, tol, floor=floor.errors, adaptive=raw.adaptive)
 
 
 def _check(step, devices, modes, tolerances, seed, extra_warnings=()) -> Report:
@@ -360,63 +555,7 @@ def _check(step, devices, modes, tolerances, seed, extra_warnings=()) -> Report:
     with torch.random.fork_rng(devices=cuda), warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", DeprecationWarning)
         warnings.simplefilter("always", FutureWarning)
-        mw = _master_weights(step)
-        if mw:
-            report.findings.append(mw)
-        probe_findings, note = probes.device_probe(step)
-        report.findings.extend(probe_findings)
-        if note:
-            report.notes.append(note)
-        raws: dict[tuple[str, str], _Raw] = {}
-        ref = raws[("cpu", "float32")] = _run(step, "cpu", "float32", seed)
-        for device in devices:
-            reason = _available(device)
-            if reason:
-                report.runs.append(Run(device, "-", "skipped", error=reason))
-                continue
-            for mode in ["float32", *(m for m in modes if m != "float32")]:
-                if mode == "float32" and device != "cpu" and "float32" not in modes:
-                    continue
-                raw = raws.get((device, mode)) or _run(step, device, mode, seed)
-                raws[(device, mode)] = raw
-        broken = ref.error or ref.nonfinite
-        if ref.error:
-            report.findings.append(Finding(
-                "step-error", f"the cpu float32 reference run raised {ref.error}",
-                "make the step run in float32 on the cpu first; nothing else can be compared",
-                module=ref.module, device="cpu", mode="float32"))
-        for (device, mode), raw in raws.items():
-            if broken:
-                status = "error" if raw.error else ("non-finite" if raw.nonfinite else "not compared")
-                report.runs.append(Run(device, mode, status, loss=raw.loss, error=raw.error,
-                                       skipped_steps=raw.skipped_steps, scale=raw.scale))
-                if raw is ref and raw.nonfinite:
-                    report.findings.append(_nonfinite_finding(step, raw, raws, seed))
-                continue
-            report.runs.append(_compare(raw, ref, tols[mode], step.model, report))
-            if raw.nonfinite:
-                report.findings.append(_nonfinite_finding(step, raw, raws, seed))
-            elif raw.error_kind == "device":
-                if probe_findings:
-                    report.runs[-1].error += " (see the device-placement findings)"
-                else:
-                    op = re.search(r"wrapper_\w+?__?(\w+)\)", raw.error)
-                    report.findings.append(Finding(
-                        "device-placement", f"the step raises a device mismatch on {device}: {raw.error}",
-                        "move every tensor the step uses with .to(device), or create it with device=",
-                        module=raw.module, op=f"aten.{op.group(1)}" if op else None,
-                        device=device, mode=mode))
-            elif raw.error_kind == "fp16-grads" and mw:
-                report.runs[-1].error += " (see the master-weights finding)"
-            elif raw.error and raw is not ref:
-                report.findings.append(Finding(
-                    "step-error", f"the step raised {raw.error} on {device} {mode}",
-                    f"run the step on {device} in {mode} directly to see the traceback",
-                    module=raw.module, device=device, mode=mode))
-            if mode == "float16" and raw.error is None and not raw.nonfinite:
-                uf = _underflow_finding(step, device, seed, ref, raw, tols["float16"])
-                if uf:
-                    report.findings.append(uf)
+        _check_into(report, step, devices, modes, tols, seed)
     report.findings.extend(_deprecations([*extra_warnings, *caught]))
     for w in caught:
         if not issubclass(w.category, (DeprecationWarning, FutureWarning)):
@@ -427,24 +566,142 @@ def _check(step, devices, modes, tolerances, seed, extra_warnings=()) -> Report:
     return report
 
 
+def _check_into(report: Report, step, devices, modes, tols, seed) -> None:
+    mw = _master_weights(step)
+    if mw:
+        report.findings.append(mw)
+    ref = _run(step, "cpu", "float32", seed, keep=True, stand_in=True)
+    placement = placement_findings(ref)
+    report.findings.extend(placement)
+    if ref.error:
+        plain = _run(step, "cpu", "float32", seed, keep=True)
+        if plain.error is None and not plain.nonfinite and not placement:
+            report.findings.append(Finding(
+                "probe-incomplete",
+                f"the device-placement check (the step on a stand-in GPU) could not finish: "
+                f"{ref.error}, in {ref.module}; placement is unchecked",
+                "check the step on a real GPU, or report this to devlint",
+                module=ref.module, device="stand-in", mode="float32"))
+        ref = plain
+    runs: dict[tuple[str, str], _Raw] = {("cpu", "float32"): ref}
+    broken = bool(ref.error or ref.nonfinite)
+    if ref.error:
+        kind = "the step called sys.exit" if ref.error_kind == "exit" else "the cpu float32 reference run raised"
+        report.findings.append(Finding(
+            "step-error", f"{kind}: {ref.error}" if ref.error_kind != "exit" else ref.error,
+            "make the step run in float32 on the cpu first; nothing else can be compared",
+            module=ref.module, device="cpu", mode="float32",
+            details={"exit": ref.error_kind == "exit"}))
+    report.runs.append(Run("cpu", "float32", "reference" if not broken else
+                           ("error" if ref.error else "non-finite"), loss=ref.loss, error=ref.error))
+    if ref.nonfinite:
+        report.findings.append(_nonfinite_finding(step, ref, runs, seed))
+    for device in devices:
+        reason = _available(device)
+        if reason:
+            report.runs.append(Run(device, "-", "skipped", error=reason))
+            continue
+        dev_ref = ref
+        for mode in ["float32", *(m for m in modes if m != "float32")]:
+            if device == "cpu" and mode == "float32":
+                continue
+            if mode == "float32" and device != "cpu" and "float32" not in modes and not ref.rng_used:
+                continue
+            if broken:
+                report.runs.append(Run(device, mode, "not compared",
+                                       error="the cpu float32 reference failed"))
+                continue
+            cross = device != "cpu"
+            if cross and mode == "float32" and ref.rng_used:
+                # Dropout masks differ between the CPU and this device's generator: this
+                # device's own float32 run becomes the reference of its other runs.
+                dev_ref = _run(step, device, "float32", seed, keep=True)
+                runs[(device, mode)] = dev_ref
+                report.runs.append(Run(device, mode, "not compared", loss=dev_ref.loss, error=(
+                    "the step draws random numbers (dropout) and the CPU and "
+                    f"{device} generators differ; {device} runs are compared with this run")))
+                if dev_ref.error or dev_ref.nonfinite:
+                    report.runs[-1] = _row(step, dev_ref, ref, tols[mode], seed, True, report, runs)
+                    dev_ref = ref
+                continue
+            if mode == "float16":
+                raw = _settled(step, device, mode, seed, dev_ref)
+            else:
+                raw = _run(step, device, mode, seed, ref=dev_ref)
+            runs[(device, mode)] = raw
+            report.runs.append(_row(step, raw, dev_ref, tols[mode], seed, cross and dev_ref is ref,
+                                    report, runs))
+
+
+def _row(step, raw: _Raw, ref: _Raw, tol: Tolerances, seed: int, cross: bool, report: Report,
+         runs: dict) -> Run:
+    run = Run(raw.device, raw.mode, "ok", loss=raw.loss, skipped_steps=raw.skipped_steps,
+              scale=raw.scale, error=raw.error)
+    if raw.error_kind == "unsupported":
+        run.status = "unsupported"
+        report.notes.append(f"{raw.device} {raw.mode} not checked: an op has no {raw.mode} kernel on "
+                            f"{raw.device} ({raw.error})")
+        return run
+    if raw.nonfinite:
+        run.status = "non-finite"
+        report.findings.append(_nonfinite_finding(step, raw, runs, seed))
+        return run
+    if raw.error:
+        run.status = "error"
+        if raw.error_kind == "device":
+            if any(f.kind == "device-placement" for f in report.findings):
+                run.error += " (see the device-placement findings)"
+            else:
+                report.findings.append(Finding(
+                    "device-placement", f"the step fails on {raw.device} with a device mismatch: "
+                    f"{raw.error}", "move every tensor the step uses with .to(device), or create it "
+                    "with device=", module=raw.module, device=raw.device, mode=raw.mode))
+        elif raw.error_kind == "fp16-grads" and any(f.kind == "master-weights" for f in report.findings):
+            run.error += " (see the master-weights finding)"
+        elif raw.error_kind == "exit":
+            report.findings.append(Finding(
+                "step-error", f"{raw.error} on {raw.device} {raw.mode}", "raise an exception instead "
+                "of exiting", module=raw.module, device=raw.device, mode=raw.mode, details={"exit": True}))
+        else:
+            report.findings.append(Finding(
+                "step-error", f"the step raised {raw.error} on {raw.device} {raw.mode}",
+                f"run the step on {raw.device} in {raw.mode} directly to see the traceback",
+                module=raw.module, device=raw.device, mode=raw.mode))
+        return run
+    verdict = _judge_run(step, raw, ref, tol, seed, cross)
+    run.loss_err, run.grad_err, run.floor = verdict.loss_err, verdict.grad_err, verdict.floor
+    run.update_err, run.how, run.excluded = verdict.update_err, verdict.how, verdict.excluded
+    if not verdict.ok:
+        run.status = "mismatch"
+        report.findings.append(_mismatch_finding(step, raw, verdict, seed, tol))
+    if raw.mode == "float16":
+        uf = _underflow_finding(step, raw, ref, tol)
+        if uf:
+            report.findings.append(uf)
+    return run
+
+
 def check_step(step: TrainingStep, devices=None, modes=None, tolerances=None, seed: int = 0) -> Report:
-    """Replay ``step`` on every device and precision, compare with float32 on the CPU, explain.
+    """Replay ``step`` on every device and precision, judge each run, explain what breaks.
 
-    Runs, each on a deep copy of ``step.model`` with a fresh optimizer and ``torch.manual_seed
-    (seed)`` (``step.model`` itself is never mutated, and the caller's RNG state is restored):
+    Runs, each on a deep copy of ``step.model`` with a fresh optimizer and
+    ``torch.manual_seed(seed)`` (``step.model`` itself is never mutated, and the caller's RNG
+    state is restored):
 
-    - per device: ``float32``; ``bfloat16`` under ``torch.autocast``; ``float16`` under
-      ``torch.autocast`` with ``torch.amp.GradScaler(device)``. The float16 run retries the
-      step from the same weights up to :data:`MAX_SCALER_STEPS` times while the scaler skips
-      steps (inf/NaN gradients) and lowers its scale; skipped steps are reported, not failures.
-      A non-finite loss ends the run at once.
+    - the CPU float32 reference, on a stand-in GPU that carries real data
+      (:mod:`devlint.runtime.standin`): the same numbers as a plain CPU run, plus every op
+      that would mix CPU and GPU tensors (``device-placement`` findings);
+    - per device: ``bfloat16`` under ``torch.autocast``; ``float16`` under ``torch.autocast``
+      with ``torch.amp.GradScaler``, its scale settled first (bisection over at most
+      :data:`MAX_HALVINGS` halvings; skipped steps are reported, not failures); ``float32``
+      on a device other than the CPU;
     - the CPU always; CUDA and MPS when present, else listed as skipped with the reason.
-    - one more forward and backward on the ``meta`` device to find device placement bugs
-      without a GPU (:func:`devlint.runtime.probes.device_probe`).
 
-    Each run is compared with the CPU float32 run: the loss, and per parameter the gradient
-    (relative L2 error and cosine) and the update ``params_after - params_before`` (relative
-    L2 error), all in float32 on the CPU, under :class:`Tolerances`.
+    Each run is judged against the reference by :mod:`devlint.runtime.compare`: relative
+    gradient errors per parameter, calibrated against the dtype's noise floor on this model,
+    scale-free, negligible-gradient parameters left out, updates judged only for optimizers
+    linear in the gradient. When the step draws random numbers (dropout), runs on CUDA/MPS
+    are judged against that device's own float32 run (generators differ across devices).
 
     Args:
         step: the :class:`TrainingStep`.
@@ -458,7 +715,7 @@ def check_step(step: TrainingStep, devices=None, modes=None, tolerances=None, se
 
     Returns:
         a :class:`Report`; ``report.ok`` is True when every run that ran is within tolerance
-        and there are no findings.
+        (or unsupported on that device) and no finding is an error.
 
     Raises:
         TypeError: ``step`` is not a :class:`TrainingStep`, or bad ``tolerances``.

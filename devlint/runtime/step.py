@@ -8,7 +8,28 @@ from typing import Any
 
 import torch
 
-__all__ = ["TrainingStep", "map_tensors"]
+__all__ = ["TrainingStep", "Parameters", "map_tensors"]
+
+
+class Parameters(list):
+    """What the ``optimizer`` factory receives: the model's parameters, as a list.
+
+    Being a list, it can be passed straight to any ``torch.optim`` class. It also carries
+    ``named`` (``[(name, parameter), ...]`` as ``model.named_parameters()`` gives them) and
+    ``model`` (the model copy of this run), for factories that build parameter groups from
+    names, e.g. no weight decay for biases and norms::
+
+        def make(params):
+            decay = [p for n, p in params.named if p.ndim >= 2]
+            rest = [p for n, p in params.named if p.ndim < 2]
+            return torch.optim.AdamW([{"params": decay, "weight_decay": 0.1},
+                                      {"params": rest, "weight_decay": 0.0}], lr=1e-3)
+    """
+
+    def __init__(self, model: torch.nn.Module):
+        self.named = list(model.named_parameters())
+        self.model = model
+        super().__init__(p for _, p in self.named)
 
 
 @dataclass
@@ -28,8 +49,21 @@ class TrainingStep:
             ``backward``.
         optimizer: a factory ``optimizer(params) -> torch.optim.Optimizer``, for example
             ``lambda params: torch.optim.SGD(params, lr=0.01)``; called once per run, so every
-            run starts with fresh optimizer state.
+            run starts with fresh optimizer state. ``params`` is a :class:`Parameters`: a list
+            of the parameters that also has ``.named`` (name, parameter) pairs.
         name: a label for reports; defaults to the model's class name.
+        step_fn: optional custom step ``step_fn(model, batch, optimizer, scaler) -> loss``
+            replacing devlint's own forward/backward/step: it runs inside ``torch.autocast``
+            for the mixed-precision runs and must do ``scaler.scale(loss).backward()``,
+            ``scaler.unscale_(optimizer)`` before any clipping, ``scaler.step(optimizer)``
+            and ``scaler.update()`` (``scaler`` is a ``torch.amp.GradScaler``, disabled
+            outside float16, so the same code serves every mode), and return the loss
+            (the last one, for gradient accumulation). Gradients are read when
+            ``optimizer.step`` runs.
+        clip_grad_norm: with the built-in step: clip the gradient norm to this value after
+            unscaling (``torch.nn.utils.clip_grad_norm_``), as a training loop would.
+        scheduler: with the built-in step: a factory ``scheduler(optimizer) -> LRScheduler``;
+            ``scheduler.step()`` runs after the optimizer step.
 
     Raises:
         TypeError: a field has the wrong type (for example an optimizer instance instead of a
@@ -41,6 +75,9 @@ class TrainingStep:
     loss_fn: Callable[[torch.nn.Module, Any], torch.Tensor]
     optimizer: Callable[[Iterable[torch.nn.Parameter]], torch.optim.Optimizer]
     name: str = ""
+    step_fn: Callable[..., torch.Tensor] | None = None
+    clip_grad_norm: float | None = None
+    scheduler: Callable[[torch.optim.Optimizer], Any] | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.model, torch.nn.Module):
@@ -57,6 +94,13 @@ class TrainingStep:
             raise TypeError("optimizer is not callable; pass a factory params -> Optimizer")
         if not callable(self.loss_fn):
             raise TypeError("loss_fn is not callable; pass a function (model, batch) -> loss")
+        if self.step_fn is not None and not callable(self.step_fn):
+            raise TypeError("step_fn is not callable; pass (model, batch, optimizer, scaler) -> loss")
+        if self.scheduler is not None and not callable(self.scheduler):
+            raise TypeError("scheduler is not callable; pass a factory optimizer -> LRScheduler")
+        if self.step_fn is not None and (self.clip_grad_norm is not None or self.scheduler is not None):
+            raise TypeError("clip_grad_norm and scheduler apply to the built-in step; "
+                            "do them inside step_fn instead")
         if not self.name:
             self.name = type(self.model).__name__
 

@@ -1,0 +1,269 @@
+"""A stand-in accelerator that carries real data: device placement bugs found on a CPU.
+
+:class:`Tagged` is a ``__torch_dispatch__`` tensor subclass wrapping a real CPU tensor and
+reporting the logical device ``meta`` (a device every torch build has, that no real data
+lives on). :class:`StandIn` is a dispatch mode that, while the step runs:
+
+- turns every factory call with ``device="meta"`` (``torch.zeros(n, device=x.device)``,
+  ``x.new_zeros``, ``torch.tensor(data, device=...)``) into a CPU tensor tagged ``meta``;
+- makes ``.to("meta")`` tag a tensor (so ``model.to(device)`` moves exactly what it moves on
+  CUDA) and ``.cpu()`` / ``.to("cpu")`` untag it;
+- computes every op on the wrapped CPU tensors, so ``.item()``, data-dependent control flow,
+  autocast regions and ``lengths.cpu()`` behave as on a real device, and the numbers equal
+  a plain CPU run (the stand-in run doubles as the float32 reference);
+- records every op whose tensor arguments mix tagged and untagged tensors, except where CUDA
+  accepts a CPU tensor (0-dim tensors, copies, CPU index tensors, ``pack_padded_sequence``
+  and ``ctc_loss`` lengths, packed-sequence batch sizes): these are the device-placement
+  bugs, named with the module running (``ModuleTracker``) and, where it can be found, the
+  parameter, buffer, attribute or factory the CPU tensor comes from.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten, tree_map
+from torch.utils.module_tracker import ModuleTracker
+from torch.utils.weak import WeakIdKeyDictionary
+
+__all__ = ["STAND_IN", "Tagged", "StandIn", "Mix", "stand_in", "unregistered_tensors", "module_label"]
+
+STAND_IN = "meta"
+_aten = torch.ops.aten
+#: Ops that take CPU tensors next to CUDA ones on a real GPU.
+CPU_OK = {
+    _aten.copy_.default, _aten._to_copy.default, _aten.index.Tensor, _aten.index_put_.default,
+    _aten._index_put_impl_.default, _aten.index_put.default, _aten._pack_padded_sequence.default,
+    _aten._pack_padded_sequence_backward.default, _aten._pad_packed_sequence.default,
+    _aten.ctc_loss.Tensor, _aten._ctc_loss.Tensor, _aten._ctc_loss_backward.Tensor,
+    _aten.lstm.data, _aten.gru.data, _aten.rnn_tanh.data, _aten.rnn_relu.data,
+    _aten.set_.source_Tensor, _aten.lift_fresh.default, _aten.lift_fresh_copy.default,
+}
+#: Ops whose later outputs stay on the CPU even on CUDA (packed-sequence batch sizes).
+_FIRST_OUTPUT_ONLY = {_aten._pack_padded_sequence.default}
+
+
+class Tagged(torch.Tensor):
+    """A real CPU tensor (``.elem``) that reports the stand-in device ``meta``."""
+
+    elem: torch.Tensor
+
+    @staticmethod
+    def __new__(cls, elem: torch.Tensor):
+        r = torch.Tensor._make_wrapper_subclass(
+            cls, elem.size(), strides=elem.stride(), storage_offset=elem.storage_offset(),
+            dtype=elem.dtype, layout=elem.layout, device=STAND_IN, requires_grad=elem.requires_grad)
+        r.elem = elem
+        return r
+
+    __torch_function__ = torch._C._disabled_torch_function_impl
+
+    def __repr__(self):
+        return f"Tagged({self.elem!r})"
+
+    def new_tensor(self, data, dtype=None, device=None, requires_grad=False):
+        dev = self.device if device is None else torch.device(device)
+        t = torch.tensor(data, dtype=dtype or self.dtype, device="cpu")
+        t = Tagged(t) if dev.type == STAND_IN else t.to(dev)
+        return t.requires_grad_(requires_grad)
+
+    @classmethod
+    def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
+        # Outside StandIn (e.g. printing a loss after the step): compute, keep the tag.
+        uargs, ukwargs = _unwrap((args, kwargs or {}))
+        out = func(*uargs, **ukwargs)
+        return tree_map(lambda t: Tagged(t) if type(t) is torch.Tensor else t, out)
+
+
+def _unwrap(obj):
+    return tree_map(lambda t: t.elem if isinstance(t, Tagged) else t, obj)
+
+
+def _is_stand_in(device) -> bool:
+    if device is None:
+        return False
+    try:
+        return torch.device(device).type == STAND_IN
+    except (RuntimeError, TypeError):
+        return False
+
+
+def module_label(model: torch.nn.Module, parents) -> str:
+    """Turn a ``ModuleTracker.parents`` set into a readable module path.
+
+    ``{"Global", "Net", "Net.encoder.fc"}`` becomes ``"encoder.fc (Linear)"``; only
+    ``{"Global"}`` means the code ran outside any module (``"loss_fn (outside the model)"``).
+    """
+    root = type(model).__name__
+    names = [p for p in parents if p != "Global"]
+    if not names:
+        return "loss_fn (outside the model)"
+    names.sort(key=lambda n: (n.count("."), n != root))
+    name = names[-1]
+    if "." in name:
+        path = name.split(".", 1)[1]
+        try:
+            return f"{path} ({type(model.get_submodule(path)).__name__})"
+        except AttributeError:
+            return path
+    if name == root:
+        return f"{root} (the model itself)"
+    return f"{name} (not a registered submodule of {root})"
+
+
+def unregistered_tensors(model: torch.nn.Module) -> dict[int, tuple]:
+    """Tensors ``model.to(device)`` does not move: id -> (kind, dotted name, holder).
+
+    kind is ``"attribute"`` (a plain tensor attribute, not a buffer) or ``"list"`` (a
+    parameter or buffer of a layer held in a plain list, tuple or dict attribute; holder is
+    that layer, ``"layers[0] (Linear)"``).
+    """
+    found: dict[int, tuple] = {}
+    for mname, mod in model.named_modules():
+        prefix = f"{mname}." if mname else ""
+        for attr, val in vars(mod).items():
+            if attr in ("_parameters", "_buffers", "_modules"):
+                continue
+            if isinstance(val, torch.Tensor) and not isinstance(val, torch.nn.Parameter):
+                found[id(val)] = ("attribute", prefix + attr, None)
+                continue
+            items = val.items() if isinstance(val, dict) else (
+                enumerate(val) if isinstance(val, (list, tuple)) else ())
+            for key, item in items:
+                if not isinstance(item, torch.nn.Module):
+                    continue
+                label = f"{prefix}{attr}[{key!r}]" if isinstance(val, dict) else f"{prefix}{attr}[{key}]"
+                for pname, t in list(item.named_parameters()) + list(item.named_buffers()):
+                    found[id(t)] = ("list", f"{label}.{pname}", f"{label} ({type(item).__name__})")
+    return found
+
+
+@dataclass
+class Mix:
+    """One op that met a CPU tensor next to stand-in tensors.
+
+    ``key`` says where the CPU tensor comes from: ``("id", id)`` a tensor that existed before
+    the step (a parameter, attribute, captured tensor), ``("made", op, module)`` a factory
+    called inside the step without ``device=``.
+    """
+
+    op: str
+    module: str
+    key: tuple
+    shape: list
+    backward: bool
+
+
+class StandIn(TorchDispatchMode):
+    """The dispatch mode of the stand-in device (see the module docstring).
+
+    ``mixes`` collects the :class:`Mix` records; ``ops`` counts the ops seen.
+    """
+
+    def __init__(self, tracker: ModuleTracker, model: torch.nn.Module):
+        super().__init__()
+        self.tracker = tracker
+        self.model = model
+        self.mixes: list[Mix] = []
+        self.made = WeakIdKeyDictionary()
+        self.ops = 0
+
+    def _plain(self, t) -> bool:
+        return (type(t) is torch.Tensor or (isinstance(t, torch.Tensor) and not isinstance(t, Tagged))) \
+            and not (t.dim() == 0 and t.device.type == "cpu")
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        self.ops += 1
+        flat = [t for t in tree_flatten((args, kwargs))[0] if isinstance(t, torch.Tensor)]
+        tagged = [t for t in flat if isinstance(t, Tagged)]
+        dev = kwargs.get("device")
+        to_stand_in = _is_stand_in(dev)
+        if to_stand_in:
+            kwargs = {**kwargs, "device": torch.device("cpu")}
+        real_meta = [t for t in flat if not isinstance(t, Tagged) and t.device.type == STAND_IN]
+        if real_meta:
+            raise RuntimeError(f"{func} got a tensor on the meta device without data (made outside "
+                               "devlint's stand-in, e.g. by torch.empty(..., device='meta') before "
+                               "the step)")
+        if tagged and func not in CPU_OK:
+            plain = [t for t in flat if self._plain(t)]
+            if plain:
+                module = module_label(self.model, self.tracker.parents)
+                for t in plain:
+                    key = self.made.get(t)
+                    key = ("id", id(t)) if key is None else key
+                    self.mixes.append(Mix(str(func), module, key, list(t.shape), self.tracker.is_bw))
+        uargs, ukwargs = _unwrap((args, kwargs))
+        out = func(*uargs, **ukwargs)
+        if func is _aten._to_copy.default and dev is not None and not to_stand_in:
+            return out  # .cpu() / .to("cpu"): untagged
+        if tagged or to_stand_in:
+            return self._wrap(func, args, out)
+        try:
+            self._remember(func, flat, out)
+        except Exception:  # bookkeeping must never break the user's step
+            pass
+        return out
+
+    def _wrap(self, func, args, out):
+        inputs = {id(t.elem): t for t in tree_flatten(args)[0] if isinstance(t, Tagged)}
+
+        def wrap(t):
+            if type(t) is not torch.Tensor:
+                return t
+            same = inputs.get(id(t))  # an in-place op returns its own input
+            return Tagged(t) if same is None else same
+
+        if func in _FIRST_OUTPUT_ONLY and isinstance(out, (tuple, list)):
+            return type(out)([wrap(out[0]), *out[1:]])
+        return tree_map(wrap, out)
+
+    def _remember(self, func, tensors, out) -> None:
+        """Record where each CPU tensor made during the step comes from (see :class:`Mix`)."""
+        origin = next((self.made[t] for t in tensors if t in self.made), None)
+        if origin is None:
+            leaf = next((t for t in tensors if self._plain(t)), None)
+            origin = ("id", id(leaf)) if leaf is not None else (
+                "made", str(func), module_label(self.model, self.tracker.parents))
+        for o in tree_flatten(out)[0]:
+            if isinstance(o, torch.Tensor) and self._plain(o) and o not in self.made:
+                self.made[o] = origin
+
+
+def _tensor_factory(orig):
+    def make(data, *args, device=None, **kwargs):
+        if _is_stand_in(device):
+            return Tagged(orig(data, *args, device="cpu", **kwargs))
+        return orig(data, *args, device=device, **kwargs)
+
+    return make
+
+
+@contextlib.contextmanager
+def stand_in(model: torch.nn.Module):
+    """Run the block on the stand-in device: yields ``(mode, tracker)``; while it runs,
+    ``torch.tensor`` / ``torch.as_tensor`` / ``torch.asarray`` with ``device="meta"`` make
+    tagged tensors, and ``torch.autocast(device_type="meta")`` means the CPU's autocast.
+    Everything is restored on exit."""
+    tracker = ModuleTracker()
+    mode = StandIn(tracker, model)
+    saved = {n: getattr(torch, n) for n in ("tensor", "as_tensor", "asarray")}
+    autocast_init = torch.amp.autocast_mode.autocast.__init__
+
+    def init(self, device_type, *args, **kwargs):
+        autocast_init(self, "cpu" if device_type == STAND_IN else device_type, *args, **kwargs)
+
+    try:
+        for n, f in saved.items():
+            setattr(torch, n, _tensor_factory(f))
+        torch.amp.autocast_mode.autocast.__init__ = init
+        with tracker, mode:
+            yield mode, tracker
+    finally:
+        for n, f in saved.items():
+            setattr(torch, n, f)
+        torch.amp.autocast_mode.autocast.__init__ = autocast_init
