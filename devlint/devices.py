@@ -3,7 +3,8 @@
 Shared by the DEV1xx rules. A device position is: the first argument of ``torch.device``,
 ``.to(...)``, ``torch.autocast``/``torch.amp.autocast``, ``torch.amp.GradScaler`` and
 ``torch.set_default_device``; and the keywords ``device=``, ``map_location=``,
-``device_type=`` and ``pin_memory_device=`` of any call.
+``device_type=``, ``pin_memory_device=`` and ``device_map=`` (transformers/accelerate
+loading) of any call.
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ import libcst as cst
 from .guards import string_value
 
 ACCELERATOR = re.compile(r"^(cuda|mps|xpu)(:\d+)?$")
-DEVICE_KEYWORDS = frozenset({"device", "map_location", "device_type", "pin_memory_device"})
+DEVICE_KEYWORDS = frozenset({"device", "map_location", "device_type", "pin_memory_device", "device_map"})
+_INDEXED = ("cuda:", "xpu:", "mps:")
 POSITIONAL_DEVICE_CALLS = frozenset(
     {
         "torch.device",
@@ -32,15 +34,28 @@ POSITIONAL_DEVICE_CALLS = frozenset(
 
 
 def literal_device(node: cst.CSTNode | None) -> str | None:
-    """``"cuda"``, ``"cuda:1"``, ``"mps"``, ``"xpu"`` for such a literal (an f-string
-    starting ``cuda:`` counts as ``"cuda:N"``); ``None`` otherwise."""
+    """``"cuda"``, ``"cuda:1"``, ``"mps"``, ``"xpu"`` for such a literal; a device index built
+    into the string (``f"cuda:{rank}"``, ``"cuda:{}".format(rank)``, ``"cuda:%d" % rank``,
+    ``"cuda:" + str(rank)``) counts as ``"cuda:N"``; ``None`` otherwise."""
     value = string_value(node)
     if value is not None:
         return value if ACCELERATOR.match(value) else None
     if isinstance(node, cst.FormattedString) and node.parts:
         head = node.parts[0]
-        if isinstance(head, cst.FormattedStringText) and head.value in ("cuda:", "xpu:") and len(node.parts) == 2:
+        if isinstance(head, cst.FormattedStringText) and head.value in _INDEXED and len(node.parts) == 2:
             return head.value + "N"
+        return None
+    template, holes = None, ()
+    if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == "format":
+        template, holes = string_value(node.func.value), ("{}", "{0}")
+    elif isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Modulo):
+        template, holes = string_value(node.left), ("%d", "%s", "%i")
+    elif isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Add) and not isinstance(node.right, cst.BaseString):
+        template, holes = string_value(node.left), ("",)
+    if template is not None:
+        for prefix in _INDEXED:
+            if template.startswith(prefix) and template[len(prefix):] in holes:
+                return prefix + "N"
     return None
 
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import ast
 import dataclasses
-import re
 import sys
 from typing import Iterable, Sequence
 
@@ -56,6 +55,9 @@ class Context:
         self.names = ImportTable()
         self.guard_names: set[str] = set()
         self.negative_guard_names: set[str] = set()
+        #: last components of option names whose default is an availability test
+        #: (``parser.add_argument("--cuda", default=torch.cuda.is_available())``)
+        self.guard_attrs: set[str] = set()
         self.scope: Scope | None = None
         self.guard_depth = 0
         self._guard_nodes: set[int] = set()
@@ -85,10 +87,27 @@ class Context:
         self.reports.append((rule, node, message, fix, self.statement_index))
 
 
-#: A module that imports one of these only runs where CUDA exists: it is guarded as a whole.
-_CUDA_ONLY_IMPORT = re.compile(
-    r"^\s*(?:from|import)\s+(?:megatron|apex|transformer_engine|flash_attn|xformers|cupy|pycuda|tensorrt|pynvml)\b", re.M
+#: Packages that only import where CUDA exists: an import of one guards the block holding it.
+CUDA_ONLY_PACKAGES = frozenset(
+    {"megatron", "apex", "transformer_engine", "flash_attn", "xformers", "cupy", "pycuda", "tensorrt", "pynvml"}
 )
+
+
+def imports_cuda_only(statement: cst.CSTNode) -> bool:
+    """Is ``statement`` a line that imports a CUDA-only package (``import xformers.ops``,
+    ``from apex import amp``)? Relative imports are the file's own package, not CUDA-only."""
+    if not isinstance(statement, cst.SimpleStatementLine):
+        return False
+    for small in statement.body:
+        if isinstance(small, cst.Import):
+            heads = [(dotted(a.name) or "").split(".", 1)[0] for a in small.names]
+        elif isinstance(small, cst.ImportFrom) and not small.relative:
+            heads = [(dotted(small.module) or "").split(".", 1)[0]]
+        else:
+            continue
+        if any(h in CUDA_ONLY_PACKAGES for h in heads):
+            return True
+    return False
 
 
 class _Core(Participant):
@@ -107,16 +126,20 @@ class _Core(Participant):
                     if isinstance(small, (cst.Import, cst.ImportFrom)):
                         self.ctx.names.add(small)
         self.ctx.scope = Scope("module", node, None, "<module>")
-        stem = self.ctx.path.replace("\\", "/").rsplit("/", 1)[-1].rsplit(".", 1)[0]
-        if _CUDA_ONLY_IMPORT.search(self.ctx.text) or guards.names_a_device(stem):
-            self.ctx.guard_depth += 1  # the whole module needs CUDA anyway (or says so: cuda_utils.py)
+        if any(imports_cuda_only(statement) for statement in node.body):
+            self.ctx.guard_depth += 1  # a top-level `import apex`: the whole module needs CUDA anyway
         self._early_exits(node.body)
 
     def _enter(self, kind: str, node) -> None:
         if self.ctx.scope is not None and self.ctx.scope.kind == "module":
             self.ctx.names.forget(node.name.value)  # a module-level def shadows an import
-        if guards.decorator_guards(node.decorators, self.ctx) or guards.names_a_device(node.name.value):
-            self.ctx.guard(node.body)  # @skipif(no CUDA), class CUDAAccelerator, def get_gpu_info
+        in_class = self.ctx.scope is not None and self.ctx.scope.kind == "class"
+        if (
+            guards.decorator_guards(node.decorators, self.ctx)
+            or (kind == "class" and guards.accelerator_backend(node))
+            or (kind == "function" and in_class and guards.device_method(node.name.value))
+        ):
+            self.ctx.guard(node.body)  # @skipif(no CUDA), class CUDAAccelerator(Accelerator), def cuda(self)
         self.ctx.scope = Scope(kind, node, self.ctx.scope, node.name.value)
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
@@ -158,6 +181,9 @@ class _Core(Participant):
             self.ctx.guard(node.right)
 
     def visit_IndentedBlock(self, node: cst.IndentedBlock) -> None:
+        if any(imports_cuda_only(statement) for statement in node.body):
+            for statement in node.body:  # a lazy `import xformers` guards its own block only
+                self.ctx.guard(statement)
         self._early_exits(node.body)
 
     def _early_exits(self, body: Sequence[cst.BaseStatement]) -> None:
@@ -194,6 +220,16 @@ class _Core(Participant):
                 name = dotted(target.target)
                 if name:
                     names.add(name)
+
+    def visit_Param(self, node: cst.Param) -> None:
+        # def main(use_cuda=torch.cuda.is_available()): the parameter is assigned from the test
+        if node.default is not None and guards.polarity(node.default, self.ctx) == 1:
+            self.ctx.guard_names.add(node.name.value)
+
+    def visit_Call(self, node: cst.Call) -> None:
+        func = node.func
+        if isinstance(func, cst.Attribute) and func.attr.value == "add_argument":
+            self.ctx.guard_attrs.update(guards.option_guards(node, self.ctx))
 
     def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
         if node.value is not None and guards.polarity(node.value, self.ctx) == 1:

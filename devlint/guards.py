@@ -5,12 +5,21 @@ calls there are portable. :func:`polarity` classifies a test expression:
 
 * ``+1``: its true branch is guarded: ``torch.cuda.is_available()``, ``torch.backends.mps``/
   ``torch.xpu``/``torch.accelerator`` equivalents, ``torch.cuda.device_count() > 0``, a name
-  assigned from such a test (``use_cuda = torch.cuda.is_available() and not args.no_cuda``),
-  a device-type test (``device.type == "cuda"``, ``x.is_cuda``,
-  ``str(device).startswith("cuda")``, ``device != "cpu"``), a flag named for the accelerator
-  (``args.cuda``, ``use_gpu``), ``a and b`` when either side is guarded;
+  assigned from such a test (``use_cuda = torch.cuda.is_available() and not args.no_cuda``,
+  also a parameter default or an argparse ``default=``), a device-type test
+  (``device.type == "cuda"``, ``x.device == torch.device("cuda")``, ``x.is_cuda``,
+  ``str(device).startswith("cuda")``, ``device != "cpu"``), ``a and b`` when either side is
+  guarded;
 * ``-1``: its false branch is guarded (``not torch.cuda.is_available()``, ``device == "cpu"``);
 * ``0``: unknown.
+
+Names never guard by themselves (RULES.md): not a file's name (``train_gpu.py``), not a
+helper's (``def to_cuda(x)``), not a configuration flag (``if args.use_cuda:``, whose default of
+True crashes on a CPU machine). The remaining name-based exemptions, each with a fixture in
+``fixtures/lint/dev10x_library_guards_ok.py``: a class that is one accelerator's backend
+(:func:`accelerator_backend`), a class's own ``def cuda(self)`` (:func:`device_method`),
+transformers' ``self.model_parallel`` flag, and helper predicates named as availability tests
+(``is_xpu_available()``).
 """
 
 from __future__ import annotations
@@ -42,7 +51,22 @@ ACCELERATORS = ("cuda", "mps", "xpu", "hpu", "npu", "xla", "gpu", "mlu", "musa")
 #: Library helpers that test for an accelerator: accelerate's ``is_xpu_available()``,
 #: transformers' ``is_torch_cuda_available()``, ``is_bf16_supported``-style checks.
 _HELPER = re.compile(r"^(is_|has_|check_)\w*(cuda|gpu|mps|xpu|npu|mlu|musa|hpu|xla|tpu|accelerator|nccl|model_parallel)\w*(available|supported|capability)\w*$")
-_FLAG = re.compile(r"^(use_|on_|is_|has_|with_|enable_|run_on_)?(cuda|gpu|gpus|accelerator|mps|xpu|model_parallel)$")
+#: Tensor properties that test where the tensor lives (``x.is_cuda``), and the one flag kept by
+#: name: transformers' ``self.model_parallel``, False by default and set only by
+#: ``parallelize()``, which places the model on CUDA devices.
+_DEVICE_PROPERTIES = frozenset({"is_cuda", "is_mps", "is_xpu", "model_parallel"})
+#: A configuration flag named for an accelerator (``args.cuda``, ``cfg.use_gpu``): no guard.
+_CONFIG_FLAG = re.compile(r"^(use_|on_|with_|enable_|run_on_)?(cuda|gpu|gpus|accelerator|mps|xpu)$")
+
+
+def config_flag(expr: cst.BaseExpression, ctx) -> bool:
+    """Is ``expr`` an attribute flag named for an accelerator (``args.cuda``, ``cfg.use_gpu``,
+    ``opt.gpu``) that is not assigned from an availability test in this file?"""
+    return (
+        isinstance(expr, cst.Attribute)
+        and bool(_CONFIG_FLAG.match(expr.attr.value.lower()))
+        and polarity(expr, ctx) == 0
+    )
 _DECORATOR = re.compile(r"(require|skip|only|need|gpu_test|cuda_test)", re.I)
 _EXITS = {"pytest.skip", "sys.exit", "exit", "quit", "self.skipTest", "unittest.skip"}
 
@@ -64,13 +88,20 @@ def string_value(node: cst.CSTNode | None) -> str | None:
     return None
 
 
-def _is_accelerator_string(node: cst.CSTNode) -> bool:
+def _device_literal(node: cst.CSTNode) -> str | None:
+    """The device type of ``"cuda:0"`` or of ``torch.device("cuda")``/``torch.device("cuda", 0)``."""
+    if isinstance(node, cst.Call) and (dotted(node.func) or "").endswith("device") and node.args:
+        node = node.args[0].value
     value = string_value(node)
-    return value is not None and value.split(":", 1)[0] in ACCELERATORS
+    return value.split(":", 1)[0] if value is not None else None
+
+
+def _is_accelerator_string(node: cst.CSTNode) -> bool:
+    return _device_literal(node) in ACCELERATORS
 
 
 def _is_cpu_string(node: cst.CSTNode) -> bool:
-    return string_value(node) == "cpu"
+    return _device_literal(node) == "cpu"
 
 
 def polarity(expr: cst.BaseExpression, ctx) -> int:
@@ -110,8 +141,10 @@ def polarity(expr: cst.BaseExpression, ctx) -> int:
             return 1
         if name in ctx.negative_guard_names:
             return -1
-        if _FLAG.match(name.rsplit(".", 1)[-1].lower()):
-            return 1
+        if isinstance(expr, cst.Attribute) and expr.attr.value in _DEVICE_PROPERTIES:
+            return 1  # x.is_cuda (a configuration flag such as args.cuda is no test: RULES.md)
+        if name.rsplit(".", 1)[-1] in ctx.guard_attrs and isinstance(expr, cst.Attribute):
+            return 1  # args.cuda where add_argument("--cuda", default=torch.cuda.is_available())
     return 0
 
 
@@ -156,13 +189,32 @@ def _holds_cpu(node: cst.CSTNode) -> bool:
 
 
 _NAME_TOKENS = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+")
-_DEVICE_TOKENS = {"cuda", "gpu", "gpus", "mps", "xpu", "nccl", "cudnn"}
+_DEVICE_TOKENS = {"cuda", "gpu", "gpus", "mps", "xpu", "npu", "hpu", "xla", "tpu", "nccl", "cudnn"}
+_BACKEND_SUFFIXES = ("Accelerator", "Backend", "Platform")
 
 
 def names_a_device(name: str) -> bool:
-    """``CUDAAccelerator``, ``get_gpu_info``, ``test_cuda``: code whose name says it is for an
-    accelerator (camel-case and snake-case tokens; ``cudagraph`` is one token, not ``cuda``)."""
+    """Does ``name`` hold a device word as a token (``CUDAAccelerator``, ``get_gpu_info``;
+    ``cudagraph`` is one token, not ``cuda``)? A name alone never guards (RULES.md): this only
+    serves :func:`accelerator_backend`."""
     return any(t.lower() in _DEVICE_TOKENS for t in _NAME_TOKENS.findall(name))
+
+
+def accelerator_backend(node: cst.ClassDef) -> bool:
+    """``class CUDAAccelerator(Accelerator)``, ``class MPSBackend``: a class that *is* the
+    backend of one accelerator (its name holds a device word and it, or a base, is named an
+    accelerator, backend or platform). Such a class only runs where its device exists, by
+    construction: the framework picks it after testing for the device."""
+    if not names_a_device(node.name.value):
+        return False
+    names = [node.name.value, *((dotted(b.value) or "").rsplit(".", 1)[-1] for b in node.bases)]
+    return any(n.endswith(_BACKEND_SUFFIXES) for n in names)
+
+
+def device_method(name: str) -> bool:
+    """``def cuda(self)`` in a class: the class's own ``.cuda()``, run only by a caller that asked
+    for CUDA (where DEV102 reports the call). ``def to_cuda(x)`` is a helper, not this."""
+    return name in ("cuda", "mps", "xpu", "npu", "hpu")
 
 
 def _is_accelerator_tuple(node: cst.CSTNode) -> bool:
@@ -221,3 +273,20 @@ def decorator_guards(decorators, ctx) -> bool:
         if lowered.endswith((".cuda", ".gpu")) and "mark" in lowered:
             return True
     return False
+
+
+def option_guards(call: cst.Call, ctx) -> set[str]:
+    """``parser.add_argument("--use-cuda", default=torch.cuda.is_available())`` -> ``{"use_cuda"}``
+    (also ``dest=``): the attribute the parsed option lands on is assigned from the test."""
+    default = next((a.value for a in call.args if a.keyword is not None and a.keyword.value == "default"), None)
+    if default is None or polarity(default, ctx) != 1:
+        return set()
+    dest = next((string_value(a.value) for a in call.args if a.keyword is not None and a.keyword.value == "dest"), None)
+    if dest:
+        return {dest}
+    found = set()
+    for arg in call.args:
+        value = string_value(arg.value) if arg.keyword is None else None
+        if value and value.startswith("-"):
+            found.add(value.lstrip("-").replace("-", "_"))
+    return found

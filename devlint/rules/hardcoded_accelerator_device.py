@@ -5,7 +5,7 @@ from __future__ import annotations
 import libcst as cst
 
 from ..devices import device_arguments, is_cpu, literal_device
-from ..guards import string_value
+from ..guards import config_flag, string_value
 from ..names import dotted
 from ..rule import Rule
 
@@ -24,11 +24,13 @@ class HardcodedAcceleratorDevice(Rule):
 Flags a string literal naming an accelerator (`"cuda"`, `"cuda:N"`, `"mps"`, `"xpu"`) used as
 a device: `torch.device("cuda")`, `.to("cuda")`, `device="cuda"` on any call,
 `map_location="cuda"`, `torch.autocast("cuda")`/`device_type="cuda"`,
-`torch.amp.GradScaler("cuda")`, `torch.set_default_device("cuda")`, and a name bound to such a
-literal that is then used as a device (the assignment is reported). Code under an availability
-guard (`if torch.cuda.is_available():`, `"cuda" if torch.cuda.is_available() else "cpu"`,
-`if device.type == "cuda":`) is left alone, as are comparisons and strings that are not
-devices. Setting the *global* default device or tensor type to CUDA is reported even under a
+`torch.amp.GradScaler("cuda")`, `torch.set_default_device("cuda")`, `device_map="cuda"`,
+an index built into the string (`f"cuda:{rank}"`, `"cuda:{}".format(rank)`), and a name bound
+to such a literal that is then used as a device (the assignment is reported). Code under an
+availability guard (`if torch.cuda.is_available():`, `"cuda" if torch.cuda.is_available() else
+"cpu"`, `if device.type == "cuda":`, a name assigned from such a test) is left alone, as are
+comparisons (`x.device == torch.device("cuda")`) and strings that are not devices. A
+configuration flag is no guard: `"cuda" if args.cuda else "cpu"` is reported. Setting the *global* default device or tensor type to CUDA is reported even under a
 guard: it also moves tensors that library code (a DataLoader's sampler) expects on the CPU."""
     why_bad = """
 The program then fails on a machine without that accelerator (a laptop, a CPU-only CI runner)
@@ -76,10 +78,12 @@ model = torch.nn.Linear(4, 2).to(device)
         super().__init__(ctx)
         # per scope: name -> [literal node, used as device?, also bound to something else?]
         self._bindings: list[dict[str, list]] = [{}]
+        self._comparing = 0  # inside `x.device == torch.device("cuda")`: a test, not a placement
 
     # -- names bound to a literal -------------------------------------------------------------
     def _bind(self, name: str, value: cst.BaseExpression) -> None:
         scope = self._bindings[-1]
+        value = _flagged_arm(value, self.ctx) or value
         if literal_device(value) is not None and not self.ctx.guarded:
             entry = scope.get(name)
             if entry is None:
@@ -128,7 +132,15 @@ model = torch.nn.Linear(4, 2).to(device)
                 return
 
     # -- literals in device positions ---------------------------------------------------------
+    def visit_Comparison(self, node: cst.Comparison) -> None:
+        self._comparing += 1
+
+    def leave_Comparison(self, node: cst.Comparison) -> None:
+        self._comparing -= 1
+
     def visit_Call(self, node: cst.Call) -> None:
+        if self._comparing:
+            return
         name = self.ctx.resolve(node.func)
         if name in _DEFAULT_SETTERS and node.args:
             arg = node.args[0].value
@@ -144,11 +156,22 @@ model = torch.nn.Linear(4, 2).to(device)
         if name in ("torch.amp.custom_fwd", "torch.amp.custom_bwd"):
             return  # device_type there names the autocast state to check: harmless on a CPU
         for arg in device_arguments(node, self.ctx):
+            arg = _flagged_arm(arg, self.ctx) or arg
             device = literal_device(arg)
             if device is None:
                 self._use(arg)
             elif not self.ctx.guarded:
                 self.report(arg, _message(self.message, device))
+
+
+def _flagged_arm(expr: cst.BaseExpression, ctx) -> cst.BaseExpression | None:
+    """``"cuda" if args.cuda else "cpu"``: the accelerator literal of a conditional expression
+    whose test is a configuration flag (``args.cuda``, ``cfg.use_gpu``), which does not guard."""
+    if isinstance(expr, cst.IfExp) and config_flag(expr.test, ctx):
+        for arm in (expr.body, expr.orelse):
+            if literal_device(arm) is not None:
+                return arm
+    return None
 
 
 _CHOICE = {
