@@ -1,0 +1,1266 @@
+"""The runtime checker under torch.distributed: DDP (and FSDP2) on N local processes.
+
+:func:`check_distributed` starts ``world_size`` processes (gloo on the CPU, NCCL on CUDA when
+every rank has its own GPU), runs the step once per rank under ``DistributedDataParallel`` on
+that rank's shard of the batch, then once more under FSDP2's ``fully_shard`` where the
+installed torch supports it, and compares with one process:
+
+- the *full-batch* step (one process, every sample): what the user expects DDP to reproduce;
+- the *shard emulation*: per rank, one process runs the step on that rank's shard, and the
+  per-rank gradients are averaged (what DDP's all-reduce computes); the optimizer then steps
+  on that average. DDP must match this to fp32 summation order; when DDP matches it but not
+  the full batch, the step itself is not shard-invariant (a summed loss, BatchNorm statistics,
+  a per-batch normalisation), and devlint says which.
+
+Findings name the parameter, module and rank: ``unused-parameter``, ``rank-divergence``,
+``batchnorm-statistics``, ``world-size-scale``, ``not-shard-invariant``, ``deadlock``,
+``step-error`` and ``device-placement``.
+
+Processes are always cleaned up: each rank runs in its own process group (POSIX) and dies
+with its parent (Linux ``PR_SET_PDEATHSIG``); on any error or timeout devlint dumps the
+stacks of the ranks still running (``faulthandler``), then sends SIGTERM, then SIGKILL to
+the rank and everything it started. The rendezvous is a ``FileStore`` in a fresh temporary
+folder, so no fixed port is ever used (gloo's own connections take ports the OS assigns).
+"""
+
+from __future__ import annotations
+
+import copy
+import datetime
+import faulthandler
+import math
+import multiprocessing as mp
+import os
+import pickle
+import re
+import shutil
+import signal
+import sys
+import tempfile
+import time
+import traceback
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from multiprocessing.connection import wait as _wait_for
+from typing import Any
+
+import torch
+import torch.nn as nn
+
+from .report import Finding, Report, Run
+from .step import TrainingStep, map_tensors
+
+__all__ = ["check_distributed", "batch_size", "shard_batch", "DEFAULT_TIMEOUT", "GRAD_RTOL",
+           "SAME_RTOL", "BN_Z", "STARTUP_TIMEOUT"]
+
+#: Seconds one rank may take for its step (forward, backward, optimizer step, the FSDP run)
+#: once every rank has joined the process group and built the step.
+DEFAULT_TIMEOUT = 60.0
+#: Seconds allowed, on top of ``timeout``, for starting the processes, joining the process
+#: group and building the step (a spawned rank imports torch: seconds on a slow machine).
+STARTUP_TIMEOUT = 120.0
+#: Scale-free relative tolerance between two float32 gradients (or updates) of the same
+#: samples computed in a different summation order: DDP against the shard emulation, and the
+#: shard emulation against the full batch. Source: the error of the average of per-shard
+#: gradients against the full-batch gradient, float32 on the CPU, measured by
+#: ``benchmarks/bench_distributed.py`` on an MLP, a CNN, a 2-layer Transformer encoder and an
+#: LSTM with batches of 4 to 64 split in 2 or 4: at most 1.8e-6. 1e-4 leaves 50x headroom;
+#: the bugs looked for move gradients by 1e-2 and more (a summed loss by 0.5 at 2 ranks).
+GRAD_RTOL = 1e-4
+#: Relative tolerance between the parameters of two ranks after the step. DDP's all-reduce
+#: gives every rank the same bits, so they are equal in practice; 1e-6 is a few float32 ulps
+#: (eps 1.2e-7) of the parameter's norm.
+SAME_RTOL = 1e-6
+#: A BatchNorm's per-rank statistics "differ from the full batch" when the per-rank channel
+#: means are off by more than this many standard errors of random sharding, RMS over channels
+#: and ranks (under a random split each is about N(0, 1), so an RMS of 3 is a 3-sigma event).
+BN_Z = 3.0
+#: After the first rank fails, seconds to wait for the others' errors before stopping them.
+ERROR_GRACE = 0.5
+#: The process group's own timeout is longer than devlint's, so that devlint sees a hang
+#: (and can say where each rank waits) before gloo/NCCL turns it into an error.
+_PG_MARGIN = 30.0
+_MAX_NAMED = 5
+
+_PHASES = ["not started", "starting", "joining the process group", "building the step",
+           "wrapping the model in DDP", "forward (loss_fn)", "backward", "optimizer step",
+           "FSDP forward (loss_fn)", "FSDP backward", "FSDP optimizer step", "saving results",
+           "done"]
+_P = {name: i for i, name in enumerate(_PHASES)}
+_STEP = _P["forward (loss_fn)"]
+_DONE = _P["done"]
+_COMM_ERROR = re.compile(r"Connection closed by peer|Connection reset|Broken pipe|Timed out|timed out|"
+                         r"NCCL communicator was aborted|ProcessGroup.*abort|Socket Timeout|"
+                         r"Read error|Write error", re.I)
+_DEVICE_ERROR = re.compile(r"same device|on the expected device|device mismatch|different devices|"
+                           r"invalid device ordinal")
+_BN_TYPES = (nn.modules.batchnorm._BatchNorm,)
+
+
+# --------------------------------------------------------------------------- batches
+
+
+def _leaves(obj, path="batch"):
+    """Yield ``(path, tensor)`` for every tensor in a nesting of tuples, lists and dicts."""
+    if isinstance(obj, torch.Tensor):
+        yield path, obj
+    elif isinstance(obj, (tuple, list)):
+        for i, v in enumerate(obj):
+            yield from _leaves(v, f"{path}[{i}]")
+    elif isinstance(obj, dict) or hasattr(obj, "items"):
+        for k, v in obj.items():
+            yield from _leaves(v, f"{path}[{k!r}]")
+
+
+def batch_size(batch: Any) -> int | None:
+    """The batch size: dim 0 of the first tensor with at least one dimension, in the order of
+    :func:`devlint.runtime.step.map_tensors` (tuples and lists in order, dicts by key order).
+
+    Returns ``None`` when the batch holds no such tensor.
+    """
+    for _, t in _leaves(batch):
+        if t.dim() >= 1:
+            return int(t.shape[0])
+    return None
+
+
+def shard_batch(batch: Any, rank: int, world_size: int, size: int | None = None) -> Any:
+    """Rank ``rank``'s shard of ``batch``: samples ``[rank * n, (rank + 1) * n)``, ``n = size //
+    world_size``, of every tensor whose dim 0 equals the batch size ``size`` (default
+    :func:`batch_size`); 0-dim tensors, tensors of another length and non-tensor leaves go
+    whole to every rank. Contiguous blocks, as ``torch.chunk`` splits; devlint checks only
+    ``world_size * n`` samples, so every rank gets the same number (DDP averages gradients
+    over ranks with equal weights, which equals the full-batch mean only for equal shards).
+
+    Raises:
+        ValueError: no tensor with a batch dimension, or fewer samples than ranks.
+    """
+    size = batch_size(batch) if size is None else size
+    if size is None:
+        raise ValueError("the batch holds no tensor with a batch dimension to split over ranks")
+    n = size // world_size
+    if n == 0:
+        raise ValueError(f"the batch has {size} sample(s); world size {world_size} needs at least "
+                         f"{world_size}")
+    lo, hi = rank * n, (rank + 1) * n
+    return map_tensors(lambda t: t[lo:hi] if t.dim() >= 1 and t.shape[0] == size else t, batch)
+
+
+def _truncate(batch, size: int, keep: int):
+    if keep == size:
+        return batch
+    return map_tensors(lambda t: t[:keep] if t.dim() >= 1 and t.shape[0] == size else t, batch)
+
+
+# --------------------------------------------------------------------------- the step source
+
+
+@dataclass
+class _Source:
+    """Where a rank gets its step: the object itself (inherited by fork or pickled), a zero-arg
+    factory, or a ``path/file.py:NAME`` target loaded in the rank as ``devlint runtime`` does."""
+
+    step: TrainingStep | None = None
+    factory: Callable[[], TrainingStep] | None = None
+    target: str | None = None
+
+    def build(self, seed: int) -> TrainingStep:
+        if self.target is not None:
+            from .cli import load_target
+
+            return load_target(self.target, seed)[0]
+        if self.factory is not None:
+            torch.manual_seed(seed)
+            step = self.factory()
+            if not isinstance(step, TrainingStep):
+                raise TypeError(f"the step factory returned {type(step).__name__}, not a TrainingStep")
+            return step
+        return self.step
+
+    @property
+    def per_rank(self) -> bool:
+        """True when every rank builds its own model (a rank-dependent init can show)."""
+        return self.step is None
+
+
+@dataclass
+class _Job:
+    source: _Source
+    world_size: int
+    backend: str
+    device: str
+    seed: int
+    timeout: float
+    size: int
+    keep: int
+    fsdp: bool
+    ddp_kwargs: dict
+    folder: str
+    batch: Any = None  # the parent's batch: every rank shards the same one
+
+
+# --------------------------------------------------------------------------- the ranks
+
+
+def _scalar_loss(loss) -> torch.Tensor:
+    if not isinstance(loss, torch.Tensor):
+        raise TypeError(f"loss_fn returned {type(loss).__name__}; return a scalar tensor")
+    if loss.numel() != 1 or not loss.is_floating_point():
+        raise TypeError(f"loss_fn returned a {loss.dtype} tensor of shape {list(loss.shape)}; "
+                        "return a scalar floating-point loss")
+    return loss.reshape(())
+
+
+def _cpu(t: torch.Tensor | None) -> torch.Tensor | None:
+    if t is None:
+        return None
+    if hasattr(t, "full_tensor"):  # a DTensor (FSDP2): gather the full value (a collective)
+        t = t.full_tensor()
+    return t.detach().to("cpu", torch.float32, copy=True)
+
+
+def _params(model: nn.Module) -> dict:
+    return {n: _cpu(p) for n, p in model.named_parameters()}
+
+
+def _grads(model: nn.Module) -> dict:
+    return {n: _cpu(p.grad) for n, p in model.named_parameters() if p.requires_grad}
+
+
+def _state(model: nn.Module) -> dict:
+    out = _params(model)
+    out.update({f"{n} (buffer)": _cpu(b) for n, b in model.named_buffers() if b.is_floating_point()})
+    return out
+
+
+def _ddp_class():
+    from torch.nn.parallel import DistributedDataParallel
+
+    class _DDP(DistributedDataParallel):
+        """DDP that reads unknown attributes from the wrapped module, so a ``loss_fn`` written
+        for the plain model (``model.config``, ``model.num_classes``) works unchanged."""
+
+        def __getattr__(self, name):
+            try:
+                return super().__getattr__(name)
+            except AttributeError:
+                inner = self.__dict__.get("_modules", {}).get("module")
+                if inner is None or name == "module":
+                    raise
+                return getattr(inner, name)
+
+    return _DDP
+
+
+class _AllReduceSum(torch.autograd.Function):
+    """``all_reduce(SUM)`` with its gradient: each rank's input feeds every rank's output, so
+    the gradient of an input is the all-reduced sum of the output gradients."""
+
+    @staticmethod
+    def forward(ctx, x):
+        import torch.distributed as dist
+
+        y = x.clone()
+        dist.all_reduce(y)
+        return y
+
+    @staticmethod
+    def backward(ctx, grad):
+        import torch.distributed as dist
+
+        grad = grad.clone()
+        dist.all_reduce(grad)
+        return grad
+
+
+class _GlooSyncBatchNorm(nn.modules.batchnorm._BatchNorm):
+    """SyncBatchNorm for CPU ranks (torch's runs only on CUDA/XPU): the per-channel sum, sum of
+    squares and count are all-reduced over the group with their gradients, in float64. devlint
+    swaps a SyncBatchNorm's class to this one inside a gloo rank; parameters, buffers and names
+    stay the same."""
+
+    def _check_input_dim(self, x):
+        if x.dim() < 2:
+            raise ValueError(f"expected at least 2D input (got {x.dim()}D input)")
+
+    def forward(self, x):
+        if not (self.training or self.running_mean is None):
+            return nn.functional.batch_norm(x, self.running_mean, self.running_var, self.weight,
+                                            self.bias, False, 0.0, self.eps)
+        c = x.shape[1]
+        dims = [0, *range(2, x.dim())]
+        xd = x.double()
+        count = torch.tensor([x.numel() / c], dtype=torch.float64, device=x.device)
+        stats = _AllReduceSum.apply(torch.cat([xd.sum(dims), (xd * xd).sum(dims), count]))
+        n = stats[-1]
+        mean = stats[:c] / n
+        var = (stats[c:2 * c] / n - mean * mean).clamp_min(0)
+        if self.training and self.track_running_stats:
+            with torch.no_grad():
+                self.num_batches_tracked += 1
+                m = self.momentum if self.momentum is not None else 1.0 / float(self.num_batches_tracked)
+                self.running_mean.mul_(1 - m).add_(mean.to(x.dtype), alpha=m)
+                self.running_var.mul_(1 - m).add_((var * n / (n - 1)).to(x.dtype), alpha=m)
+        shape = [1, c] + [1] * (x.dim() - 2)
+        y = ((xd - mean.view(shape)) * torch.rsqrt(var.view(shape) + self.eps)).to(x.dtype)
+        if self.affine:
+            y = y * self.weight.view(shape) + self.bias.view(shape)
+        return y
+
+
+def _gloo_sync_batchnorm(model: nn.Module) -> None:
+    for mod in model.modules():
+        if isinstance(mod, nn.SyncBatchNorm):
+            mod.__class__ = _GlooSyncBatchNorm
+
+
+def _child_setup(rank: int, job: _Job) -> None:
+    os.environ.update(RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(job.world_size),
+                      LOCAL_WORLD_SIZE=str(job.world_size))
+    if sys.platform.startswith("linux") and "GLOO_SOCKET_IFNAME" not in os.environ \
+            and os.path.exists("/sys/class/net/lo"):
+        os.environ["GLOO_SOCKET_IFNAME"] = "lo"  # every rank is on this machine
+    if hasattr(os, "setpgid"):
+        try:
+            os.setpgid(0, 0)  # so devlint can stop the rank and anything it starts
+        except OSError:
+            pass
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+
+            ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG: die with devlint
+        except Exception:  # noqa: BLE001 - best effort
+            pass
+    try:
+        os.dup2(2, 1)  # the user's prints go to stderr, never into devlint's report
+    except OSError:
+        pass
+    torch.set_num_threads(max(1, (os.cpu_count() or 1) // job.world_size))
+    stacks = open(os.path.join(job.folder, f"stack{rank}.txt"), "w")  # noqa: SIM115 - kept open
+    if hasattr(signal, "SIGUSR1"):
+        faulthandler.register(signal.SIGUSR1, file=stacks, all_threads=True)
+    else:  # pragma: no cover - Windows: dump once shortly before devlint gives up
+        faulthandler.dump_traceback_later(job.timeout + STARTUP_TIMEOUT - 1, file=stacks)
+
+
+def _save(out: dict, folder: str, rank: int) -> None:
+    path = os.path.join(folder, f"rank{rank}.pt")
+    torch.save(out, path + ".tmp")
+    os.replace(path + ".tmp", path)
+
+
+def _worker(rank: int, job: _Job, phases, release) -> None:
+    """One rank: join the group, build the step, run it under DDP (then FSDP), save results."""
+    out: dict = {"rank": rank, "error": None}
+    code = 0
+    phase = _P["starting"]
+    try:
+        phases[rank] = phase
+        _child_setup(rank, job)
+        import torch.distributed as dist
+
+        phases[rank] = phase = _P["joining the process group"]
+        device = torch.device("cuda", rank) if job.device == "cuda" else torch.device("cpu")
+        if device.type == "cuda":
+            torch.cuda.set_device(device)
+        dist.init_process_group(job.backend, init_method="file://" + os.path.join(job.folder, "store"),
+                                rank=rank, world_size=job.world_size,
+                                timeout=datetime.timedelta(seconds=job.timeout + _PG_MARGIN))
+        phases[rank] = phase = _P["building the step"]
+        step = job.source.build(job.seed)
+        model = step.model.to(device)
+        if device.type == "cpu":
+            _gloo_sync_batchnorm(model)
+        out["as_built"] = _state(model)
+        pristine = copy.deepcopy(model) if job.fsdp else None
+        full = _truncate(step.batch if job.batch is None else job.batch, job.size, job.keep)
+        batch = map_tensors(lambda t: t.to(device), shard_batch(full, rank, job.world_size, job.keep))
+        phases[rank] = phase = _P["wrapping the model in DDP"]
+        ids = [device.index] if device.type == "cuda" else None
+        ddp = _ddp_class()(model, device_ids=ids, **job.ddp_kwargs)
+        dist.barrier()
+        phases[rank] = phase = _STEP
+        optimizer = step.optimizer(ddp.parameters())
+        torch.manual_seed(job.seed)
+        loss = _scalar_loss(step.loss_fn(ddp, batch))
+        out["loss"] = float(loss.detach().float())
+        phases[rank] = phase = _P["backward"]
+        loss.backward()
+        out["grads"] = _grads(model)
+        phases[rank] = phase = _P["optimizer step"]
+        optimizer.step()
+        out["after"] = _params(model)
+        if job.fsdp:
+            del ddp, optimizer, loss
+            phases[rank] = phase = _P["FSDP forward (loss_fn)"]
+            out["fsdp"] = _fsdp_run(pristine, step, batch, job, phases, rank)
+        phases[rank] = phase = _P["saving results"]
+        _save(out, job.folder, rank)
+        phases[rank] = _DONE
+    except BaseException as exc:  # noqa: BLE001 - every failure of a rank is reported
+        code = 1
+        out.update(error=_first_line(exc), phase=_PHASES[phase], where=_user_frame(exc.__traceback__),
+                   traceback="".join(traceback.format_exception(exc)[-12:]))
+        for k in ("grads", "after", "fsdp"):
+            out.pop(k, None)
+        try:
+            _save(out, job.folder, rank)
+        finally:
+            phases[rank] = -phase
+    finally:
+        # Stay alive until devlint has seen every rank: a rank that exits early turns the
+        # others' hang into a "connection closed" error and hides where they wait.
+        release.wait(job.timeout + STARTUP_TIMEOUT)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+
+
+def _fsdp_run(model, step, batch, job, phases, rank) -> dict:
+    """FSDP2: ``fully_shard(model)`` on the same initial weights, one step, full gradients."""
+    try:
+        from torch.distributed.fsdp import fully_shard
+    except ImportError as exc:
+        return {"skipped": f"torch.distributed.fsdp.fully_shard is not available ({_first_line(exc)})"}
+    try:
+        fully_shard(model)
+    except Exception as exc:  # noqa: BLE001 - an FSDP limitation, not the user's bug
+        return {"skipped": f"fully_shard(model) raised {_first_line(exc)}"}
+    optimizer = step.optimizer(model.parameters())
+    torch.manual_seed(job.seed)
+    loss = _scalar_loss(step.loss_fn(model, batch))
+    phases[rank] = _P["FSDP backward"]
+    loss.backward()
+    grads = _grads(model)
+    phases[rank] = _P["FSDP optimizer step"]
+    optimizer.step()
+    return {"loss": float(loss.detach().float()), "grads": grads, "after": _params(model)}
+
+
+def _first_line(exc: BaseException) -> str:
+    text = (str(exc).strip().splitlines() or [""])[0].rstrip(".")
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+_OURS = (os.path.dirname(os.path.abspath(__file__)), os.path.dirname(os.path.abspath(torch.__file__)),
+         os.path.dirname(os.path.abspath(os.__file__)))
+
+
+def _user_frame(tb) -> str | None:
+    """``file.py:LINE in FUNC`` of the innermost traceback frame outside torch, devlint's
+    runtime and the standard library."""
+    where = None
+    for frame in traceback.extract_tb(tb):
+        path = os.path.abspath(frame.filename)
+        if not path.startswith(_OURS):
+            where = f"{os.path.basename(path)}:{frame.lineno} in {frame.name}"
+    return where
+
+
+_STACK_LINE = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+) in (?P<func>\S+)')
+
+
+def _stack_summary(text: str) -> str | None:
+    """Where a rank waits, from a faulthandler dump: the innermost torch call and user frame."""
+    blocks = re.split(r"^(?:Current thread|Thread) 0x[0-9a-f]+", text, flags=re.M)
+    block = next((b for b in blocks if "in _worker" in b), text)
+    frames = _STACK_LINE.findall(block)  # most recent call first
+    # a forked rank's stack continues into devlint's launcher in the parent: stop at _worker
+    frames = frames[:next((i for i, f in enumerate(frames) if f[2] == "_worker"), len(frames))]
+    if not frames:
+        return None
+    user = next((f for f in frames if not os.path.abspath(f[0]).startswith(_OURS)), None)
+    torch_dir = os.path.dirname(os.path.abspath(torch.__file__))
+    api = next((f for f in frames if os.path.abspath(f[0]).startswith(torch_dir)), None)
+    parts = []
+    if api:
+        rel = os.path.relpath(os.path.abspath(api[0]), os.path.dirname(torch_dir))
+        parts.append(f"in {rel[:-3].replace(os.sep, '.')}.{api[2]}")
+    if user:
+        parts.append(f"called from {os.path.basename(user[0])}:{user[1]} in {user[2]}")
+    return " ".join(parts) or None
+
+
+# --------------------------------------------------------------------------- launching
+
+
+@dataclass
+class _Launch:
+    results: list  # per rank: the saved dict, or None
+    phases: list  # per rank: the last phase index (negative: it failed there)
+    exitcodes: list
+    timed_out: bool = False
+    stacks: dict = field(default_factory=dict)  # rank -> where it waited
+    pids: list = field(default_factory=list)
+    seconds: float = 0.0
+
+
+def _signal_group(p, sig) -> None:
+    """Send ``sig`` to rank ``p`` and the processes it started (its process group)."""
+    if hasattr(os, "killpg"):
+        try:
+            os.killpg(p.pid, sig)
+            return
+        except (ProcessLookupError, PermissionError):
+            pass
+    try:
+        os.kill(p.pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _stop(procs) -> None:
+    """SIGTERM, then SIGKILL, to each rank's process group; reap every rank. Called before
+    any rank is reaped, so each group id still names that rank's group."""
+    for p in procs:
+        _signal_group(p, signal.SIGTERM)
+    for p in procs:
+        p.join(2.0)
+        if p.exitcode is None:
+            _signal_group(p, getattr(signal, "SIGKILL", signal.SIGTERM))
+            p.join(5.0)
+
+
+def _launch(job: _Job, start_method: str) -> _Launch:
+    ctx = mp.get_context(start_method)
+    ws = job.world_size
+    phases = ctx.Array("i", ws, lock=False)
+    release = ctx.Event()
+    procs: list = []
+    t0 = time.monotonic()
+    ph = [0] * ws
+    timed_out = False
+    stacks: dict = {}
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)  # fork with threads (3.12+)
+            for rank in range(ws):
+                p = ctx.Process(target=_worker, args=(rank, job, phases, release),
+                                name=f"devlint-rank-{rank}", daemon=True)
+                p.start()
+                procs.append(p)
+                if hasattr(os, "setpgid"):
+                    try:  # the rank does the same; whichever runs first wins the race
+                        os.setpgid(p.pid, p.pid)
+                    except OSError:
+                        pass
+        step_start = failed_at = None
+        while True:
+            now = time.monotonic()
+            ph = list(phases)
+            if all(v == _DONE for v in ph):
+                break
+            ended = set(_wait_for([p.sentinel for p in procs], timeout=0))  # ends, does not reap
+            dead = [i for i, p in enumerate(procs) if p.sentinel in ended and ph[i] != _DONE]
+            if any(v < 0 for v in ph) or dead:
+                failed_at = failed_at or now
+                if now - failed_at >= ERROR_GRACE or all(v < 0 or v == _DONE for v in ph):
+                    break
+            if step_start is None and all(abs(v) >= _STEP for v in ph):
+                step_start = now
+            deadline = step_start + job.timeout if step_start else t0 + STARTUP_TIMEOUT + job.timeout
+            if now >= deadline:
+                timed_out = True
+                break
+            _wait_for([p.sentinel for p in procs if p.sentinel not in ended],
+                      timeout=min(0.05, deadline - now))
+        ph = list(phases)
+        ended = set(_wait_for([p.sentinel for p in procs], timeout=0))
+        running = [i for i, p in enumerate(procs)
+                   if p.sentinel not in ended and ph[i] != _DONE and ph[i] >= 0]
+        if running and hasattr(signal, "SIGUSR1"):
+            for i in running:  # ask the ranks still at work where they are
+                try:
+                    os.kill(procs[i].pid, signal.SIGUSR1)
+                except ProcessLookupError:
+                    pass
+            time.sleep(0.3)
+            for i in running:
+                try:
+                    with open(os.path.join(job.folder, f"stack{i}.txt")) as f:
+                        stacks[i] = _stack_summary(f.read())
+                except OSError:
+                    pass
+        release.set()
+        if not running:  # let finished ranks exit on their own before stopping stragglers
+            until = time.monotonic() + 5.0
+            while len(_wait_for([p.sentinel for p in procs], timeout=0)) < len(procs) \
+                    and time.monotonic() < until:
+                time.sleep(0.01)
+    finally:
+        release.set()
+        _stop(procs)
+    results = []
+    for rank in range(ws):
+        try:
+            results.append(torch.load(os.path.join(job.folder, f"rank{rank}.pt"), weights_only=True))
+        except Exception:  # noqa: BLE001 - a rank that died before saving
+            results.append(None)
+    return _Launch(results, ph, [p.exitcode for p in procs], timed_out, stacks,
+                   [p.pid for p in procs], time.monotonic() - t0)
+
+
+# --------------------------------------------------------------------------- one process
+
+
+@dataclass
+class _One:
+    loss: float | None
+    grads: dict
+    before: dict
+    after: dict
+    bn: list = field(default_factory=list)  # (module name, type, per-sample channel means [N, C])
+
+
+def _bn_hooks(model: nn.Module, sink: list):
+    handles = []
+    for name, mod in model.named_modules():
+        if isinstance(mod, _BN_TYPES) and not isinstance(mod, nn.SyncBatchNorm):
+            def hook(m, args, name=name):
+                x = args[0]
+                if (m.training or m.running_mean is None) and x.dim() >= 2:
+                    per_sample = x.detach().float().flatten(2).mean(-1) if x.dim() > 2 else x.detach().float()
+                    sink.append((name, type(m).__name__, per_sample.cpu()))
+            handles.append(mod.register_forward_pre_hook(hook))
+    return handles
+
+
+def _one_process(step: TrainingStep, batch, seed: int, device: str, grads: dict | None = None,
+                 bn: bool = False) -> _One:
+    """The step in this process on a deep copy of the model: its own gradients, or (``grads``
+    given) the optimizer step on those gradients."""
+    model = copy.deepcopy(step.model).to(device)
+    before = _params(model)
+    optimizer = step.optimizer(model.parameters())
+    sink: list = []
+    loss = None
+    if grads is None:
+        handles = _bn_hooks(model, sink) if bn else []
+        try:
+            torch.manual_seed(seed)
+            out = _scalar_loss(step.loss_fn(model, map_tensors(lambda t: t.to(device), batch)))
+            out.backward()
+        finally:
+            for h in handles:
+                h.remove()
+        loss = float(out.detach().float())
+        grads = _grads(model)
+    else:
+        for n, p in model.named_parameters():
+            g = grads.get(n)
+            p.grad = None if g is None else g.to(device, p.dtype)
+    optimizer.step()
+    return _One(loss, grads, before, _params(model), sink)
+
+
+# --------------------------------------------------------------------------- comparing
+
+
+def _global_norm(ts: dict) -> tuple[float, int]:
+    vals = [t.double() for t in ts.values() if t is not None]
+    return math.sqrt(sum(float((v * v).sum()) for v in vals)), sum(v.numel() for v in vals)
+
+
+def _rel_errors(x: dict, ref: dict) -> dict[str, float]:
+    """Scale-free relative L2 error per tensor: ``||x - ref|| / max(||ref||, G * sqrt(n / N))``,
+    ``G`` the global norm of ``ref`` over all tensors, ``N`` their total size; so a tensor whose
+    reference is ~0 (a bias before BatchNorm) is judged against the model's scale, not its own."""
+    total, count = _global_norm(ref)
+    out = {}
+    for name, r in ref.items():
+        v = x.get(name)
+        if r is None or v is None:
+            continue
+        r, v = r.double(), v.double()
+        if not bool(torch.isfinite(v).all()):
+            out[name] = math.inf
+            continue
+        diff = float(torch.linalg.vector_norm(v - r))
+        scale = max(float(torch.linalg.vector_norm(r)), total * math.sqrt(r.numel() / max(count, 1)))
+        out[name] = diff / scale if scale > 0 else (0.0 if diff == 0 else math.inf)
+    return out
+
+
+def _min_cos(x: dict, ref: dict) -> float | None:
+    total, count = _global_norm(ref)
+    cos = []
+    for name, r in ref.items():
+        v = x.get(name)
+        if r is None or v is None:
+            continue
+        r, v = r.double().flatten(), v.double().flatten()
+        rn, vn = float(r.norm()), float(v.norm())
+        if rn > 1e-3 * total * math.sqrt(r.numel() / max(count, 1)) and vn > 0:
+            cos.append(float(r @ v) / (rn * vn))
+    return min(cos, default=None)
+
+
+def _updates(one_or_after: dict, before: dict) -> dict:
+    return {n: a - before[n] for n, a in one_or_after.items() if a is not None and n in before}
+
+
+def _module_of(model: nn.Module, name: str) -> str:
+    name = name.removesuffix(" (buffer)")
+    path = name.rsplit(".", 1)[0] if "." in name else ""
+    if not path:
+        return f"{type(model).__name__} (the model itself)"
+    try:
+        return f"{path} ({type(model.get_submodule(path)).__name__})"
+    except AttributeError:
+        return path
+
+
+def _worst(errs: dict[str, float], tol: float) -> list[tuple[str, float]]:
+    return sorted(((n, e) for n, e in errs.items() if not e <= tol), key=lambda x: -x[1])
+
+
+def _names(bad: list[tuple[str, float]]) -> str:
+    shown = ", ".join(n for n, _ in bad[:_MAX_NAMED])
+    return shown + (f" and {len(bad) - _MAX_NAMED} more" if len(bad) > _MAX_NAMED else "")
+
+
+def _bn_zscores(calls: list, ws: int) -> list[tuple[str, str, float, int]]:
+    """Per BatchNorm call: (module, type, RMS z over channels and ranks, samples per rank).
+
+    ``z = (mean_rank - mean_all) / sqrt(s^2 / n_r * (1 - n_r / N))`` per channel: the standard
+    error of a random sample of ``n_r`` of the ``N`` per-sample channel means (without
+    replacement, ``s^2`` their variance). Calls whose batch does not split into ``ws`` equal
+    blocks are left out."""
+    out = []
+    for name, kind, x in calls:
+        n_all = x.shape[0]
+        if n_all % ws or n_all // ws < 1 or n_all < 2:
+            continue
+        n_r = n_all // ws
+        x = x.double()
+        mean = x.mean(0)
+        var = x.var(0, unbiased=True)
+        se = (var / n_r * (1 - n_r / n_all)).sqrt()
+        zs = []
+        for r in range(ws):
+            d = x[r * n_r:(r + 1) * n_r].mean(0) - mean
+            ok = se > 1e-12 * (mean.abs() + 1)
+            zs.append(torch.where(ok, d / torch.where(ok, se, torch.ones_like(se)), torch.zeros_like(d)))
+        z = torch.stack(zs)
+        out.append((name, kind, float(z.pow(2).mean().sqrt()), n_r))
+    return out
+
+
+# --------------------------------------------------------------------------- the check
+
+
+def _unavailable(device: str, world_size: int) -> str | None:
+    import torch.distributed as dist
+
+    if not dist.is_available():
+        return "torch.distributed is not available in this torch build"
+    if device == "cpu":
+        return None if dist.is_gloo_available() else "the gloo backend is not available in this torch build"
+    if device == "cuda":
+        if not torch.cuda.is_available():
+            return "no CUDA device (torch.cuda.is_available() is False)"
+        if not dist.is_nccl_available():
+            return "the NCCL backend is not available in this torch build"
+        n = torch.cuda.device_count()
+        if n < world_size:
+            return f"{world_size} ranks need {world_size} CUDA devices, found {n}"
+        return None
+    return f"unknown device {device!r}"
+
+
+def _source_of(step, seed: int) -> tuple[_Source, TrainingStep]:
+    if isinstance(step, TrainingStep):
+        return _Source(step=step), step
+    if isinstance(step, str):
+        from .cli import load_target
+
+        return _Source(target=step), load_target(step, seed)[0]
+    if callable(step):
+        source = _Source(factory=step)
+        return source, source.build(seed)
+    raise TypeError(f"check_distributed needs a TrainingStep, a factory or a 'file.py:NAME' target, "
+                    f"got {type(step).__name__}")
+
+
+def _start_method(device: str, source: _Source, wanted: str | None) -> tuple[str | None, str | None]:
+    """(start method, reason it cannot start). fork shares the step without pickling (lambdas
+    work) and skips re-importing torch; it is unsafe once CUDA is initialised in this process."""
+    methods = mp.get_all_start_methods()
+    if wanted:
+        method = wanted
+    elif "fork" in methods and not (device == "cuda" or torch.cuda.is_initialized()):
+        method = "fork"
+    else:
+        method = "spawn"
+    if method != "fork" and source.step is not None:
+        try:
+            pickle.dumps(source.step)
+        except Exception as exc:  # noqa: BLE001
+            return None, (f"the step cannot be sent to {method}ed processes ({_first_line(exc)}); "
+                          "pass a 'path/file.py:NAME' target, or use module-level functions")
+    return method, None
+
+
+def check_distributed(step, world_size: int = 2, *, devices=None, timeout: float = DEFAULT_TIMEOUT,
+                      seed: int = 0, fsdp: bool = True, ddp_options: dict | None = None,
+                      start_method: str | None = None, report: Report | None = None) -> Report:
+    """Run ``step`` under DDP (and FSDP2) on ``world_size`` local processes and compare it with
+    one process; explain what differs.
+
+    Per device (``"cpu"``: gloo; ``"cuda"``: NCCL, one GPU per rank, skipped with the reason
+    when there are fewer): every rank joins the group, builds the step, moves the model to its
+    device, takes its shard of the batch (:func:`shard_batch`; the batch is cut to a multiple
+    of ``world_size`` samples, and the one-process runs use the same samples), wraps the model
+    in ``DistributedDataParallel(model, find_unused_parameters=True, **ddp_options)``, seeds
+    ``torch.manual_seed(seed)``, runs ``loss_fn`` on its shard, ``backward`` and
+    ``optimizer.step()``. Then, with ``fsdp``, the same from the same initial weights under
+    ``fully_shard(model)`` (listed as skipped, with the reason, where that is not supported).
+
+    Compared (float32, on the CPU, scale-free relative L2, :data:`GRAD_RTOL`): each rank's
+    gradients after the all-reduce and parameters after the step against the shard emulation
+    (see the module docstring), the shard emulation against the full batch, and every rank's
+    parameters against rank 0's (:data:`SAME_RTOL`). The table shows each rank against the
+    full batch: its shard's loss (and its error against the same shard in one process), the
+    gradient error, the smallest gradient cosine and the update error.
+
+    Args:
+        step: a :class:`TrainingStep` (every rank gets a copy of it), a zero-argument function
+            returning one (called in every rank after ``torch.manual_seed(seed)``, with
+            ``RANK``/``LOCAL_RANK``/``WORLD_SIZE`` set, as under torchrun), or a
+            ``"path/file.py:NAME"`` target (loaded in every rank as ``devlint runtime`` does).
+        world_size: the number of processes, at least 2.
+        devices: ``"cpu"`` and/or ``"cuda"``; default both (CUDA listed as skipped if absent).
+        timeout: seconds each rank may take for its step once all have joined; a step that
+            runs longer is stopped and reported as ``deadlock`` with where each rank waits.
+        seed: the RNG seed set before every run and every rank's ``loss_fn``.
+        fsdp: also run the step under FSDP2's ``fully_shard``.
+        ddp_options: the ``DistributedDataParallel`` keyword arguments the training script
+            uses. ``find_unused_parameters`` is only used to judge unused parameters (devlint
+            always passes True, so that every other check still runs).
+        start_method: ``multiprocessing`` start method; default ``fork`` on the CPU where
+            available (the step needs no pickling), else ``spawn`` (the step, or its factory,
+            must pickle; a target always works).
+        report: add the rows, findings and notes to this :class:`Report` instead of a new one.
+
+    Returns:
+        the :class:`Report`; ``report.ok`` is True when every distributed run that ran matches
+        and there are no findings. Processes are always stopped before it returns.
+
+    Raises:
+        TypeError: ``step`` is none of the accepted kinds.
+        ValueError: ``world_size < 2``, an unknown device, or a batch that cannot be split
+            (no tensor with a batch dimension, fewer samples than ranks).
+    """
+    if not isinstance(world_size, int) or world_size < 2:
+        raise ValueError(f"world_size must be an integer >= 2, got {world_size!r}")
+    devices = list(dict.fromkeys(devices or ("cpu", "cuda")))
+    for d in devices:
+        if d not in ("cpu", "cuda"):
+            raise ValueError(f"unknown device {d!r} for the distributed check; use cpu or cuda")
+    source, local = _source_of(step, seed)
+    size = batch_size(local.batch)
+    if size is None:
+        raise ValueError("the batch holds no tensor with a batch dimension to split over ranks")
+    if size < world_size:
+        raise ValueError(f"the batch has {size} sample(s); world size {world_size} needs at least "
+                         f"{world_size}")
+    keep = size - size % world_size
+    if report is None:
+        report = Report(f"{local.name} under DDP x{world_size}", seed, torch.__version__)
+    if keep != size:
+        report.notes.append(f"distributed: the batch of {size} samples does not split evenly over "
+                            f"{world_size} ranks; checked on the first {keep}")
+    replicated = [p for p, t in _leaves(local.batch) if t.dim() == 0 or t.shape[0] != size]
+    if replicated:
+        report.notes.append("distributed: given whole to every rank (no batch dimension of "
+                            f"{size}): {', '.join(replicated[:_MAX_NAMED])}")
+    ddp_options = dict(ddp_options or {})
+    user_finds_unused = bool(ddp_options.pop("find_unused_parameters", False))
+    for device in devices:
+        label = f"ddp x{world_size}"
+        reason = _unavailable(device, world_size)
+        method = None
+        if not reason:
+            method, reason = _start_method(device, source, start_method)
+        if reason:
+            report.runs.append(Run(device, label, "skipped", error=reason))
+            continue
+        _check_device(report, source, local, device, world_size, seed, timeout, size, keep,
+                      fsdp, ddp_options, user_finds_unused, method)
+    return report
+
+
+def _check_device(report, source, local, device, ws, seed, timeout, size, keep, fsdp, ddp_options,
+                  user_finds_unused, method) -> None:
+    model = local.model
+    full_batch = _truncate(local.batch, size, keep)
+    shards = [shard_batch(full_batch, r, ws, keep) for r in range(ws)]
+    try:
+        full = _one_process(local, full_batch, seed, device, bn=True)
+        again = _one_process(local, full_batch, seed + 1, device)
+        per_shard = [_one_process(local, s, seed, device) for s in shards]
+    except Exception as exc:  # noqa: BLE001
+        report.runs.append(Run(device, f"ddp x{ws}", "error", error=_first_line(exc)))
+        report.findings.append(Finding(
+            "step-error", f"the one-process step raised {_first_line(exc)}, so nothing distributed "
+            "can be compared", "make the step run in one process first", device=device,
+            mode=f"ddp x{ws}", details={"where": _user_frame(exc.__traceback__)}))
+        return
+    # The shard emulation: DDP averages the per-rank gradients (a rank without a gradient
+    # for a parameter contributes zeros), then every rank steps on that average.
+    emul_grads = {}
+    for name in full.grads:
+        gs = [s.grads.get(name) for s in per_shard]
+        if all(g is None for g in gs):
+            emul_grads[name] = None
+            continue
+        ref = next(g for g in gs if g is not None)
+        emul_grads[name] = sum((torch.zeros_like(ref) if g is None else g) for g in gs) / ws
+    emul = _one_process(local, full_batch, seed, device, grads=emul_grads)
+
+    unused = {n: [r for r, s in enumerate(per_shard) if s.grads.get(n) is None] for n in full.grads}
+    unused = {n: rs for n, rs in unused.items() if rs}
+    # DDP needs find_unused_parameters=True to finish a step with unused parameters; devlint
+    # passes it only then (and reports them), so the other checks still run.
+    ddp_kwargs = {**ddp_options, "find_unused_parameters": bool(unused) or user_finds_unused}
+    fsdp_skip = None
+    if fsdp and unused:
+        fsdp_skip = "parameters without gradient on some rank (see unused-parameter)"
+    if method == "fork":
+        _preimport(fsdp and not fsdp_skip)
+    import torch.distributed as dist  # noqa: F401 - loaded before fork
+
+    folder = tempfile.mkdtemp(prefix="devlint-dist-")
+    try:
+        job = _Job(source, ws, "nccl" if device == "cuda" else "gloo", device, seed, timeout, size,
+                   keep, fsdp and not fsdp_skip, ddp_kwargs, folder,
+                   batch=local.batch if source.per_rank else None)
+        launch = _launch(job, method)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    report.notes.append(f"distributed {device}: {ws} ranks ({job.backend}, {method}) took "
+                        f"{launch.seconds:.1f} s")
+
+    findings: list[Finding] = []
+    label = f"ddp x{ws}"
+    if not _report_failures(report, findings, launch, device, ws, timeout, label):
+        report.findings.extend(findings)
+        return
+    results = launch.results
+    _check_as_built(findings, results, source, model, device, label)
+    if unused:
+        _unused_finding(report, findings, unused, user_finds_unused, model, device, ws, label)
+    # With SyncBatchNorm every rank normalises by the whole batch's statistics, so DDP must
+    # reproduce the full batch; otherwise it must reproduce the shard emulation, and the shard
+    # emulation is compared with the full batch.
+    sync = any(isinstance(m, nn.SyncBatchNorm) for m in model.modules())
+    expected = full if sync else emul
+    observed = _One(None, results[0]["grads"], full.before, results[0]["after"]) if sync else emul
+    explained = _check_invariance(report, findings, full, again, observed, model, device, ws, label)
+    backends = [("ddp", results)]
+    if fsdp:
+        fr = [r.get("fsdp") if r else None for r in results]
+        skip = fsdp_skip or next((f["skipped"] for f in fr if f and "skipped" in f), None)
+        if skip or any(f is None for f in fr):
+            backends.append(("fsdp", None))
+            report.runs.append(Run(device, f"fsdp x{ws}", "skipped", error=skip or "no FSDP result"))
+        else:
+            backends.append(("fsdp", fr))
+    seen = {f.kind for f in findings}
+    for kind, res in backends:
+        if res is None:
+            continue
+        found: list[Finding] = []
+        bad = _check_backend(found, res, expected, model, device, kind, ws, per_shard,
+                             against_expected=not (sync and explained))
+        # FSDP repeats what DDP already showed; keep only what is new
+        findings.extend(found if kind == "ddp" else (f for f in found if f.kind not in seen))
+        seen |= {f.kind for f in found}
+        if explained:
+            bad = set(range(ws))
+        _add_rows(report, res, full, per_shard, device, kind, ws, bad, sync)
+    report.findings.extend(findings)
+
+
+def _unused_finding(report, findings, unused, user_finds_unused, model, device, ws, label) -> None:
+    by_rank = sorted({r for rs in unused.values() for r in rs})
+    names = sorted(unused)
+    mods = list(dict.fromkeys(_module_of(model, n) for n in names))
+    everywhere = all(len(rs) == ws for rs in unused.values())
+    what = (f"{len(names)} parameter(s) get no gradient on "
+            f"{'every rank' if everywhere else 'rank(s) ' + ', '.join(map(str, by_rank))}: "
+            f"{_names([(n, 0) for n in names])} (module {', '.join(mods[:3])})")
+    if user_finds_unused:
+        report.notes.append(f"distributed {device}: {what}; find_unused_parameters=True handles them")
+        return
+    findings.append(Finding(
+        "unused-parameter",
+        f"{what}: DDP with find_unused_parameters=False (the default) raises \"Expected to "
+        "have finished reduction in the prior iteration\" at the next step"
+        + ("" if everywhere else ", and the ranks' collectives no longer match"),
+        "use the module in the loss, delete it or call requires_grad_(False) on it, or "
+        "pass find_unused_parameters=True to DistributedDataParallel",
+        module=mods[0], name=names[0], device=device, mode=label,
+        details={"parameters": names, "ranks": by_rank}))
+
+
+def _preimport(fsdp: bool) -> None:
+    """Import what every rank would import on its own (DDP pulls in torch._dynamo: seconds),
+    once here, before forking."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            import torch._dynamo  # noqa: F401
+            from torch.nn.parallel import DistributedDataParallel  # noqa: F401
+
+            if fsdp:
+                from torch.distributed.fsdp import fully_shard  # noqa: F401
+        except Exception:  # noqa: BLE001 - the ranks will say what fails
+            pass
+
+
+def _report_failures(report, findings, launch: _Launch, device, ws, timeout, label) -> bool:
+    """Rows and findings for ranks that failed or hung; True when every rank finished."""
+    if not launch.timed_out and all(v == _DONE for v in launch.phases):
+        return True
+    res = launch.results
+    errors = {r: res[r] for r in range(ws) if res[r] and res[r].get("error")}
+    primary = {r: e for r, e in errors.items() if not _COMM_ERROR.search(e["error"])} or errors
+    hung = [r for r in range(ws) if launch.phases[r] >= 0 and launch.phases[r] != _DONE]
+    for r in range(ws):
+        ph = abs(launch.phases[r])
+        if r in errors:
+            status, err = "error", f"{errors[r]['error']} ({errors[r]['phase']})"
+        elif r in hung:
+            where = launch.stacks.get(r)
+            status = "timeout" if launch.timed_out else "stopped"
+            err = f"still in {_PHASES[ph]}" + (f", {where}" if where else "")
+        elif launch.phases[r] == _DONE:
+            status, err = "stopped", "finished; the other ranks did not"
+        else:
+            status, err = "error", f"exited with code {launch.exitcodes[r]} in {_PHASES[ph]}"
+        report.runs.append(Run(device, f"ddp rank {r}/{ws}", status,
+                               loss=res[r].get("loss") if res[r] else None, error=err))
+    if not (launch.timed_out and not primary):
+        for r in hung:
+            where = f", {launch.stacks[r]}" if launch.stacks.get(r) else ""
+            report.notes.append(f"distributed {device}: rank {r} was stopped while in "
+                                f"{_PHASES[abs(launch.phases[r])]}{where}")
+    if launch.timed_out and not primary:
+        waits = "; ".join(
+            f"rank {r} is still in {_PHASES[abs(launch.phases[r])]}"
+            + (f", {launch.stacks[r]}" if launch.stacks.get(r) else "") for r in hung)
+        done = [r for r in range(ws) if launch.phases[r] == _DONE]
+        if done:
+            waits += f"; rank(s) {', '.join(map(str, done))} finished the step"
+        findings.append(Finding(
+            "deadlock",
+            f"the step did not finish within {timeout:g} s on {ws} processes: {waits}",
+            "make every rank run the same collectives in the same order: no collective "
+            "(all_reduce, barrier, a DDP forward/backward) inside `if rank == ...`",
+            device=device, mode=label,
+            details={"timeout_s": timeout, "ranks": hung, "where": launch.stacks}))
+        return False
+    for r, e in primary.items():
+        kind = "device-placement" if _DEVICE_ERROR.search(e["error"]) else "step-error"
+        where = f" at {e['where']}" if e.get("where") else ""
+        findings.append(Finding(
+            kind, f"rank {r} of {ws} raised {e['error']} in {e['phase']}{where}",
+            "move every tensor the step uses with .to(device), or create it with device="
+            if kind == "device-placement" else
+            "make the step run on every rank: no code that assumes one process or the whole batch",
+            device=device, mode=f"ddp rank {r}/{ws}",
+            details={"rank": r, "phase": e["phase"], "where": e.get("where"),
+                     "traceback": e.get("traceback")}))
+    if not errors:
+        for r in range(ws):
+            if res[r] is None and launch.phases[r] != _DONE and r not in hung:
+                findings.append(Finding(
+                    "step-error", f"rank {r} of {ws} exited with code {launch.exitcodes[r]} in "
+                    f"{_PHASES[abs(launch.phases[r])]} without a Python error (killed, or os._exit)",
+                    "run the step under torchrun to see how the process ends",
+                    device=device, mode=f"ddp rank {r}/{ws}", details={"rank": r}))
+    return False
+
+
+def _check_as_built(findings, results, source, model, device, label) -> None:
+    if not source.per_rank:
+        return
+    base = results[0]["as_built"]
+    for r in range(1, len(results)):
+        errs = _rel_errors(results[r]["as_built"], base)
+        bad = _worst(errs, SAME_RTOL)
+        if bad:
+            findings.append(Finding(
+                "rank-divergence",
+                f"rank {r} builds different initial weights from rank 0: {_names(bad)} (relative "
+                f"difference {bad[0][1]:.2g}); DDP copies rank 0's parameters and buffers when it "
+                "wraps the model, but FSDP, a hand-written all-reduce and any tensor that is not "
+                "a parameter or buffer keep each rank's own",
+                "seed every rank alike before building the model (torch.manual_seed(seed), not "
+                "seed + rank), or load the same checkpoint on every rank",
+                module=_module_of(model, bad[0][0]), name=bad[0][0], device=device, mode=label,
+                details={"rank": r, "tensors": [n for n, _ in bad]}))
+            return
+
+
+def _check_backend(findings, results, emul: _One, model, device, kind, ws, per_shard,
+                   against_expected: bool = True) -> set[int]:
+    """DDP/FSDP against the expected one-process result (``emul``) and rank 0; returns the
+    ranks with findings."""
+    bad_ranks: set[int] = set()
+    label = f"{kind} x{ws}"
+    g_errs = [_worst(_rel_errors(res["grads"], emul.grads), GRAD_RTOL) if against_expected else []
+              for res in results]
+    if any(g_errs):
+        ranks = [r for r, b in enumerate(g_errs) if b]
+        bad_ranks.update(ranks)
+        g_bad = g_errs[ranks[0]]
+        culprits = []
+        for r, res in enumerate(results):
+            ref = per_shard[r].loss
+            if ref is not None and res.get("loss") is not None and not math.isclose(
+                    res["loss"], ref, rel_tol=GRAD_RTOL, abs_tol=1e-12):
+                culprits.append(f"rank {r}'s loss is {res['loss']:.6g} where one process on the same "
+                                f"samples gives {ref:.6g}")
+        why = ("; " + ", ".join(culprits)) if culprits else "; every rank's loss matches one process"
+        findings.append(Finding(
+            "rank-divergence",
+            f"after {kind.upper()}'s gradient all-reduce, {_names(g_bad)} differ from the average of "
+            f"the ranks' gradients computed in one process (relative error {g_bad[0][1]:.2g}, "
+            f"tolerance {GRAD_RTOL:g}){why}: the step computes something else under "
+            "torch.distributed (rank-dependent code, or state that is neither a parameter nor a "
+            "buffer and so is not synchronised)",
+            "make the forward depend only on the batch, parameters and buffers; register "
+            "tensors with register_buffer and give every rank the same values",
+            module=_module_of(model, g_bad[0][0]), name=g_bad[0][0], device=device,
+            mode=label, details={"ranks": ranks, "rel_err": g_bad[0][1]}))
+    for r, res in enumerate(results):
+        if g_errs[r] or not against_expected:
+            continue
+        u_bad = _worst(_rel_errors(_updates(res["after"], emul.before), _updates(emul.after, emul.before)),
+                       GRAD_RTOL)
+        if u_bad:
+            bad_ranks.add(r)
+            findings.append(Finding(
+                "rank-divergence",
+                f"rank {r}: the gradients match, but the optimizer step moves {_names(u_bad)} "
+                f"differently from one optimizer step on the same averaged gradient (relative "
+                f"error {u_bad[0][1]:.2g})",
+                "build the optimizer alike on every rank (same lr and options, no rank in them)",
+                module=_module_of(model, u_bad[0][0]), name=u_bad[0][0], device=device,
+                mode=f"{label} rank {r}/{ws}", details={"rank": r, "rel_err": u_bad[0][1]}))
+    base = results[0]["after"]
+    for r in range(1, len(results)):
+        bad = _worst(_rel_errors(results[r]["after"], base), SAME_RTOL)
+        if bad:
+            bad_ranks.update({0, r})
+            findings.append(Finding(
+                "rank-divergence",
+                f"ranks diverge: after one step rank {r}'s {_names(bad)} differ from rank 0's "
+                f"(relative difference {bad[0][1]:.2g}); every later step trains a different model "
+                "on each rank",
+                "give every rank the same initial weights, gradients and optimizer (see the other "
+                "findings for which differs)",
+                module=_module_of(model, bad[0][0]), name=bad[0][0], device=device,
+                mode=f"{label} rank {r}/{ws}", details={"rank": r, "tensors": [n for n, _ in bad]}))
+    return bad_ranks
+
+
+def _add_rows(report, results, full: _One, per_shard, device, kind, ws, bad_ranks,
+              sync: bool = False) -> None:
+    ref_upd = _updates(full.after, full.before)
+    for r, res in enumerate(results):
+        loss_err = None  # with SyncBatchNorm one process on the shard alone is no reference
+        if res.get("loss") is not None and per_shard[r].loss and not sync:
+            loss_err = abs(res["loss"] - per_shard[r].loss) / abs(per_shard[r].loss)
+        g = _rel_errors(res["grads"], full.grads)
+        u = _rel_errors(_updates(res["after"], full.before), ref_upd)
+        report.runs.append(Run(
+            device, f"{kind} rank {r}/{ws}", "mismatch" if r in bad_ranks else "ok",
+            loss=res.get("loss"), loss_err=loss_err, grad_err=max(g.values(), default=None),
+            grad_cos=_min_cos(res["grads"], full.grads), update_err=max(u.values(), default=None)))
+
+
+def _check_invariance(report, findings, full: _One, again: _One, emul: _One, model, device, ws,
+                      label) -> bool:
+    """The shard emulation against the full batch: explain a difference by the world size
+    (a scale), BatchNorm statistics, or report the step as not shard-invariant. True when a
+    finding was added."""
+    errs = _rel_errors(emul.grads, full.grads)
+    noise = max(_rel_errors(again.grads, full.grads).values(), default=0.0)
+    tol = max(GRAD_RTOL, 3 * noise)
+    bad = _worst(errs, tol)
+    stochastic = noise > GRAD_RTOL
+    if stochastic:
+        report.notes.append(f"distributed {device}: the step is random (two seeds give gradients "
+                            f"{noise:.2g} apart); the full-batch comparison allows 3x that")
+    if not bad:
+        return False
+    names = [n for n in full.grads if full.grads[n] is not None and emul.grads.get(n) is not None]
+    f = torch.cat([full.grads[n].double().flatten() for n in names])
+    e = torch.cat([emul.grads[n].double().flatten() for n in names])
+    c = float(e @ f) / max(float(f @ f), 1e-300)
+    resid = float((e - c * f).norm())
+    gap = float((e - f).norm())
+    if abs(c - 1) > 0.01 and resid <= 0.1 * gap:
+        if math.isclose(c, 1 / ws, rel_tol=0.01):
+            why = ("the loss is a sum over the batch: DDP averages the ranks' gradients, so each "
+                   "rank's sum counts 1/world_size")
+            fix = ("average the loss over the batch (reduction='mean'); if a sum is meant, "
+                   "multiply the loss by the world size")
+        elif math.isclose(c, ws, rel_tol=0.01):
+            why = "the loss is multiplied by the world size (or divided by the per-rank batch size)"
+            fix = "divide by the global batch size, or drop the world-size factor"
+        else:
+            why = "the loss is normalised by something that changes with the world size"
+            fix = "normalise the loss by the per-rank number of samples (a mean)"
+        findings.append(Finding(
+            "world-size-scale",
+            f"the gradient scale depends on the world size: under DDP with {ws} ranks the gradient "
+            f"is {c:.3g}x the one-process gradient on the same samples ({why}); the learning rate "
+            "changes with the number of GPUs",
+            fix, module="loss_fn", name=bad[0][0], device=device, mode=label,
+            details={"scale": c, "world_size": ws}))
+        return True
+    zs = _bn_zscores(full.bn, ws)
+    flagged: dict[str, tuple] = {}
+    for name, kind, z, n_r in zs:
+        if z > BN_Z and (name not in flagged or z > flagged[name][1]):
+            flagged[name] = (kind, z, n_r)
+    if flagged:
+        for name, (kind, z, n_r) in list(flagged.items())[:3]:
+            findings.append(Finding(
+                "batchnorm-statistics",
+                f"{name} ({kind}) normalises each rank's {n_r} samples with that rank's own batch "
+                f"statistics, which differ from the full batch's beyond random sharding (channel "
+                f"means off by {z:.1f} standard errors, RMS): DDP's gradients differ from one "
+                f"process's by {bad[0][1]:.2g} ({bad[0][0]})",
+                "convert it with nn.SyncBatchNorm.convert_sync_batchnorm(model) before wrapping in "
+                "DDP, or shuffle the data across ranks (DistributedSampler)",
+                module=f"{name} ({kind})", name=f"{name}.running_mean", device=device, mode=label,
+                details={"z_rms": z, "samples_per_rank": n_r, "grad_rel_err": bad[0][1]}))
+        return True
+    if zs:
+        mods = ", ".join(dict.fromkeys(f"{n} ({k})" for n, k, _, _ in zs))
+        report.notes.append(
+            f"distributed {device}: {mods} normalise each rank's samples by that rank's statistics "
+            f"(within random-sharding noise: RMS z <= {max(z for *_, z, _ in zs):.1f}), so DDP's "
+            f"gradients differ from one process's by up to {bad[0][1]:.2g}; SyncBatchNorm would "
+            "make them equal")
+        return False
+    if stochastic:
+        return False
+    findings.append(Finding(
+        "not-shard-invariant",
+        f"the average of the ranks' gradients differs from one process on the whole batch: "
+        f"{_names(bad)} (relative error {bad[0][1]:.2g}, tolerance {tol:.2g}): the loss or the model "
+        "couples the samples of a batch (a per-batch normalisation or statistic), so training "
+        "changes with the world size",
+        "compute the loss per sample and average it; normalise by global counts (all_reduce them) "
+        "where a per-batch count is needed",
+        module=_module_of(model, bad[0][0]), name=bad[0][0], device=device, mode=label,
+        details={"rel_err": bad[0][1]}))
+    return True

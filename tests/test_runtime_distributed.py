@@ -1,0 +1,214 @@
+"""The runtime checker under torch.distributed: DDP/FSDP on 2 gloo processes against one process.
+
+Every check starts 2 processes (fork where available: a fraction of a second each), on tiny
+models, so the whole file stays within a few seconds of process start-up per test.
+"""
+
+import importlib.util
+import multiprocessing
+import os
+import time
+from collections import namedtuple
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+dist = pytest.importorskip("torch.distributed")
+if not (dist.is_available() and dist.is_gloo_available()):  # pragma: no cover
+    pytest.skip("torch.distributed with gloo is not available", allow_module_level=True)
+
+from devlint.runtime.distributed import GRAD_RTOL, batch_size, check_distributed, shard_batch  # noqa: E402
+from devlint.runtime.reference import reference_step  # noqa: E402
+
+STEPS = Path(__file__).resolve().parents[1] / "fixtures" / "runtime" / "distributed_steps.py"
+_spec = importlib.util.spec_from_file_location("devlint_distributed_fixture_steps", STEPS)
+steps = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(steps)
+
+
+def _check(step, **kw):
+    kw.setdefault("devices", ["cpu"])
+    report = check_distributed(step, 2, **kw)
+    assert multiprocessing.active_children() == [], "a rank was left running"
+    return report
+
+
+def _kinds(report):
+    return [f.kind for f in report.findings]
+
+
+def _rows(report, kind="ddp"):
+    return [r for r in report.runs if r.mode.startswith(f"{kind} rank")]
+
+
+def _alive(pid: int) -> bool:
+    """True while ``pid`` exists and is not a zombie."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+    except OSError:  # pragma: no cover - no /proc
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        return True
+
+
+# ------------------------------------------------------------------------- sharding
+
+
+def test_shard_batch_splits_dim0_and_replicates_the_rest():
+    Pair = namedtuple("Pair", "x y")
+    batch = {"pair": Pair(torch.arange(6.0).reshape(6, 1), torch.arange(6)), "scale": torch.tensor(2.0),
+             "table": torch.ones(3, 2), "tag": "train"}
+    assert batch_size(batch) == 6
+    s1 = shard_batch(batch, 1, 2)
+    assert isinstance(s1["pair"], Pair)
+    assert s1["pair"].y.tolist() == [3, 4, 5] and s1["pair"].x.shape == (3, 1)
+    assert s1["scale"] is batch["scale"] and s1["table"] is batch["table"] and s1["tag"] == "train"
+    # 7 samples over 2 ranks: each rank gets 3 (the 7th is left out of the check)
+    assert shard_batch(torch.arange(7), 1, 2).tolist() == [3, 4, 5]
+
+
+def test_shard_batch_errors():
+    with pytest.raises(ValueError, match="no tensor with a batch dimension"):
+        shard_batch({"lr": torch.tensor(0.1)}, 0, 2)
+    with pytest.raises(ValueError, match="1 sample"):
+        shard_batch(torch.ones(1, 3), 0, 2)
+    with pytest.raises(ValueError, match="world_size"):
+        check_distributed(reference_step(), 1)
+    with pytest.raises(ValueError, match="unknown device"):
+        check_distributed(reference_step(), 2, devices=["mps"])
+    with pytest.raises(TypeError):
+        check_distributed(42, 2)
+
+
+# ------------------------------------------------------------------------- correct steps
+
+
+def test_reference_step_passes_under_ddp_and_fsdp():
+    report = _check(reference_step())
+    assert report.ok, str(report)
+    rows = _rows(report)
+    assert [r.mode for r in rows] == ["ddp rank 0/2", "ddp rank 1/2"]
+    for r in rows:
+        assert r.status == "ok" and r.grad_err < GRAD_RTOL and r.update_err < GRAD_RTOL
+        assert r.loss_err == 0 or r.loss_err < 1e-6
+    fsdp = [r for r in report.runs if r.mode.startswith("fsdp")]
+    assert fsdp and all(r.status in ("ok", "skipped") for r in fsdp)
+    if not torch.cuda.is_available():
+        assert any(r.device == "cuda" and r.status == "skipped" for r in
+                   check_distributed(reference_step(), 2, devices=["cuda"]).runs)
+
+
+def test_uneven_batch_is_cut_to_a_multiple_of_the_world_size():
+    step = reference_step()
+    step.batch = (torch.randn(5, 10), torch.randint(0, 2, (5,)))
+    report = _check(step, fsdp=False)
+    assert report.ok, str(report)
+    assert any("checked on the first 4" in n for n in report.notes)
+
+
+@pytest.mark.parametrize("name", ["conv_bn", "transformer_lm", "sync_batchnorm"])
+def test_correct_models_pass(name):
+    report = _check(getattr(steps, name)())
+    assert report.ok, str(report)
+    assert all(r.status == "ok" for r in _rows(report)), str(report)
+
+
+def test_find_unused_parameters_declared_turns_the_finding_into_a_note():
+    report = _check(steps.unused_branch(), ddp_options={"find_unused_parameters": True})
+    assert report.ok, str(report)
+    assert any("aux.weight" in n and "find_unused_parameters=True handles them" in n for n in report.notes)
+
+
+# ------------------------------------------------------------------------- planted bugs
+
+
+def test_unused_branch_is_named():
+    report = _check(steps.unused_branch())
+    assert _kinds(report) == ["unused-parameter"], str(report)
+    f = report.findings[0]
+    assert f.module == "aux (Linear)" and f.name == "aux.bias"
+    assert set(f.details["parameters"]) == {"aux.weight", "aux.bias"} and f.details["ranks"] == [0, 1]
+    assert "find_unused_parameters=True" in f.fix
+    assert any(r.mode == "fsdp x2" and r.status == "skipped" for r in report.runs)
+
+
+def test_batchnorm_without_sync_under_uneven_data_is_named():
+    report = _check(steps.batchnorm_uneven())
+    assert _kinds(report) == ["batchnorm-statistics"], str(report)
+    f = report.findings[0]
+    assert f.module == "bn (BatchNorm1d)" and f.details["z_rms"] > 3
+    assert "SyncBatchNorm" in f.fix
+    assert not report.ok and all(r.status == "mismatch" for r in _rows(report))
+
+
+def test_rank_dependent_init_is_named():
+    # a factory: every rank builds its own model, as every rank of a torchrun script does
+    report = _check(steps.rank_dependent_init)
+    assert "rank-divergence" in _kinds(report), str(report)
+    f = report.findings[0]
+    assert f.details["rank"] == 1 and f.name == "fc1.weight" and f.module == "fc1 (Linear)"
+    assert "builds different initial weights" in f.message and "manual_seed" in f.fix
+    # DDP broadcasts rank 0's weights: its own rows match; FSDP keeps each rank's shard
+    assert all(r.status == "ok" for r in _rows(report))
+    fsdp = _rows(report, "fsdp")
+    assert not fsdp or all(r.status == "mismatch" for r in fsdp)
+
+
+def test_summed_loss_is_named():
+    report = _check(steps.summed_loss())
+    assert _kinds(report) == ["world-size-scale"], str(report)
+    f = report.findings[0]
+    assert f.details["scale"] == pytest.approx(0.5, rel=1e-4) and "sum" in f.message
+    assert "reduction='mean'" in f.fix
+
+
+def test_rank_dependent_forward_names_the_rank():
+    report = _check(steps.rank_dependent_forward(), fsdp=False)
+    assert _kinds(report) == ["rank-divergence"], str(report)
+    f = report.findings[0]
+    assert "rank 1's loss" in f.message and "rank 0's loss" not in f.message
+    assert f.module == "fc2 (Linear)"
+
+
+def test_a_rank_that_raises_is_named_and_every_process_stops():
+    t0 = time.monotonic()
+    report = _check(steps.rank1_raises(), timeout=30)
+    assert time.monotonic() - t0 < 20  # stopped as soon as rank 1 failed, not at the timeout
+    assert _kinds(report) == ["step-error"], str(report)
+    f = report.findings[0]
+    assert f.details["rank"] == 1 and "shard 1 is missing" in f.message
+    assert "distributed_steps.py" in f.message and "_raise_on_rank1" in f.message
+    assert {r.mode: r.status for r in _rows(report)} == {"ddp rank 0/2": "stopped", "ddp rank 1/2": "error"}
+
+
+def test_a_rank_conditional_wait_is_a_deadlock_reported_in_time():
+    t0 = time.monotonic()
+    report = _check(steps.rank0_collective(), timeout=3, fsdp=False)
+    assert time.monotonic() - t0 < 3 + 15
+    assert _kinds(report) == ["deadlock"], str(report)
+    msg = report.findings[0].message
+    assert "within 3 s" in msg and "rank 0 is still in forward" in msg and "recv" in msg
+    assert "_log_on_rank0" in msg
+    assert all(r.status == "timeout" for r in _rows(report))
+
+
+def test_a_hanging_step_leaves_no_process_behind(tmp_path, monkeypatch):
+    pids = tmp_path / "pids"
+    monkeypatch.setenv("DEVLINT_TEST_PIDS", str(pids))
+    t0 = time.monotonic()
+    report = _check(steps.hangs(), timeout=3, fsdp=False)
+    assert time.monotonic() - t0 < 3 + 15
+    assert _kinds(report) == ["deadlock"], str(report)
+    assert "_hang_with_child" in report.findings[0].message
+    started = [int(p) for r in (0, 1) for p in (tmp_path / f"pids.{r}").read_text().split()]
+    assert len(started) == 4  # two ranks, and a child process each
+    deadline = time.monotonic() + 5
+    while any(_alive(p) for p in started) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not [p for p in started if _alive(p)], "a rank or its child survived"
