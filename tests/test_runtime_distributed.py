@@ -92,6 +92,7 @@ def test_shard_batch_errors():
 def test_reference_step_passes_under_ddp_and_fsdp():
     report = _check(reference_step())
     assert report.ok, str(report)
+    assert [r.status for r in report.runs if r.device == "cpu"][0] == "reference"
     rows = _rows(report)
     assert [r.mode for r in rows] == ["ddp rank 0/2", "ddp rank 1/2"]
     for r in rows:
@@ -112,7 +113,8 @@ def test_uneven_batch_is_cut_to_a_multiple_of_the_world_size():
     assert any("checked on the first 4" in n for n in report.notes)
 
 
-@pytest.mark.parametrize("name", ["conv_bn", "transformer_lm", "sync_batchnorm"])
+@pytest.mark.parametrize("name", ["conv_bn", "transformer_lm", "clipped_with_schedule", "custom_step",
+                                  "sync_batchnorm"])
 def test_correct_models_pass(name):
     report = _check(getattr(steps, name)())
     assert report.ok, str(report)

@@ -25,6 +25,7 @@ folder, so no fixed port is ever used (gloo's own connections take ports the OS 
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import datetime
 import faulthandler
@@ -49,7 +50,7 @@ import torch
 import torch.nn as nn
 
 from .report import Finding, Report, Run
-from .step import TrainingStep, map_tensors
+from .step import Parameters, TrainingStep, map_tensors
 
 __all__ = ["check_distributed", "batch_size", "shard_batch", "DEFAULT_TIMEOUT", "GRAD_RTOL",
            "SAME_RTOL", "BN_Z", "STARTUP_TIMEOUT"]
@@ -382,20 +383,17 @@ def _worker(rank: int, job: _Job, phases, release) -> None:
         ddp = _ddp_class()(model, device_ids=ids, **job.ddp_kwargs)
         dist.barrier()
         phases[rank] = phase = _STEP
-        optimizer = step.optimizer(ddp.parameters())
-        torch.manual_seed(job.seed)
-        loss = _scalar_loss(step.loss_fn(ddp, batch))
-        out["loss"] = float(loss.detach().float())
-        phases[rank] = phase = _P["backward"]
-        loss.backward()
-        out["grads"] = _grads(model)
-        phases[rank] = phase = _P["optimizer step"]
-        optimizer.step()
+
+        def mark(name, prefix=""):
+            nonlocal phase
+            phases[rank] = phase = _P[prefix + name]
+
+        out["loss"], out["grads"] = _step_once(step, ddp, model, batch, job.seed, mark)
         out["after"] = _params(model)
         if job.fsdp:
-            del ddp, optimizer, loss
-            phases[rank] = phase = _P["FSDP forward (loss_fn)"]
-            out["fsdp"] = _fsdp_run(pristine, step, batch, job, phases, rank)
+            del ddp
+            mark("forward (loss_fn)", "FSDP ")
+            out["fsdp"] = _fsdp_run(pristine, step, batch, job, lambda n: mark(n, "FSDP "))
         phases[rank] = phase = _P["saving results"]
         _save(out, job.folder, rank)
         phases[rank] = _DONE
@@ -418,7 +416,7 @@ def _worker(rank: int, job: _Job, phases, release) -> None:
         os._exit(code)
 
 
-def _fsdp_run(model, step, batch, job, phases, rank) -> dict:
+def _fsdp_run(model, step, batch, job, mark) -> dict:
     """FSDP2: ``fully_shard(model)`` on the same initial weights, one step, full gradients."""
     try:
         from torch.distributed.fsdp import fully_shard
@@ -428,15 +426,8 @@ def _fsdp_run(model, step, batch, job, phases, rank) -> dict:
         fully_shard(model)
     except Exception as exc:  # noqa: BLE001 - an FSDP limitation, not the user's bug
         return {"skipped": f"fully_shard(model) raised {_first_line(exc)}"}
-    optimizer = step.optimizer(model.parameters())
-    torch.manual_seed(job.seed)
-    loss = _scalar_loss(step.loss_fn(model, batch))
-    phases[rank] = _P["FSDP backward"]
-    loss.backward()
-    grads = _grads(model)
-    phases[rank] = _P["FSDP optimizer step"]
-    optimizer.step()
-    return {"loss": float(loss.detach().float()), "grads": grads, "after": _params(model)}
+    loss, grads = _step_once(step, model, model, batch, job.seed, mark)
+    return {"loss": loss, "grads": grads, "after": _params(model)}
 
 
 def _first_line(exc: BaseException) -> str:
@@ -628,31 +619,105 @@ def _bn_hooks(model: nn.Module, sink: list):
 
 
 def _one_process(step: TrainingStep, batch, seed: int, device: str, grads: dict | None = None,
-                 bn: bool = False) -> _One:
+                 bn: bool = False, shard: bool = False) -> _One:
     """The step in this process on a deep copy of the model: its own gradients, or (``grads``
-    given) the optimizer step on those gradients."""
+    given) the optimizer step on those gradients (``after`` is None for a ``step_fn``). A
+    ``shard`` run does not clip gradients (DDP clips the average)."""
     model = copy.deepcopy(step.model).to(device)
     before = _params(model)
-    optimizer = step.optimizer(model.parameters())
     sink: list = []
-    loss = None
-    if grads is None:
-        handles = _bn_hooks(model, sink) if bn else []
-        try:
-            torch.manual_seed(seed)
-            out = _scalar_loss(step.loss_fn(model, map_tensors(lambda t: t.to(device), batch)))
-            out.backward()
-        finally:
-            for h in handles:
-                h.remove()
-        loss = float(out.detach().float())
-        grads = _grads(model)
-    else:
+    if grads is not None:
+        if step.step_fn is not None:  # devlint cannot replay a custom step on given gradients
+            return _One(None, grads, before, None)
+        optimizer = step.optimizer(Parameters(model))
+        scheduler = step.scheduler(optimizer) if step.scheduler else None
         for n, p in model.named_parameters():
             g = grads.get(n)
-            p.grad = None if g is None else g.to(device, p.dtype)
-    optimizer.step()
+            p.grad = None if g is None else g.to(device, p.dtype, copy=True)  # clipping is in place
+        if step.clip_grad_norm is not None:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), step.clip_grad_norm)
+        optimizer.step()
+        if scheduler is not None:
+            scheduler.step()
+        return _One(None, grads, before, _params(model))
+    handles = _bn_hooks(model, sink) if bn else []
+    try:
+        loss, grads = _step_once(step, model, model, map_tensors(lambda t: t.to(device), batch), seed,
+                                 clip=not shard)
+    finally:
+        for h in handles:
+            h.remove()
     return _One(loss, grads, before, _params(model), sink)
+
+
+@contextlib.contextmanager
+def _watch_clipping(before_clip, clip: bool):
+    """Inside a ``step_fn``: call ``before_clip()`` when ``torch.nn.utils.clip_grad_norm_`` is
+    first called, and clip only when ``clip`` (a shard's gradients are clipped after DDP
+    averages them, never alone). A ``step_fn`` that imported the function by name keeps its
+    own, which devlint cannot reach."""
+    real = torch.nn.utils.clip_grad_norm_
+
+    def watched(parameters, max_norm, norm_type=2.0, *args, **kwargs):
+        parameters = [parameters] if isinstance(parameters, torch.Tensor) else list(parameters)
+        before_clip()
+        if clip:
+            return real(parameters, max_norm, norm_type, *args, **kwargs)
+        grads = [p.grad for p in parameters if p.grad is not None]
+        if not grads:
+            return torch.tensor(0.0)
+        return torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g, norm_type)
+                                                     for g in grads]), norm_type)
+
+    torch.nn.utils.clip_grad_norm_ = torch.nn.utils.clip_grad.clip_grad_norm_ = watched
+    try:
+        yield
+    finally:
+        torch.nn.utils.clip_grad_norm_ = torch.nn.utils.clip_grad.clip_grad_norm_ = real
+
+
+def _step_once(step: TrainingStep, model: nn.Module, inner: nn.Module, batch, seed: int,
+               mark=lambda phase: None, clip: bool = True) -> tuple[float, dict]:
+    """One training step of ``model`` (the module, or its DDP/FSDP wrapper; ``inner`` is the
+    module, whose names the results use): the built-in step (``loss_fn``, backward,
+    ``clip_grad_norm``, ``optimizer.step()``, ``scheduler.step()``) or ``step.step_fn`` with
+    a disabled GradScaler. Returns the loss and the gradients as ``optimizer.step`` saw them
+    before clipping, float32 on the CPU (``step_fn``: at its first ``clip_grad_norm_`` or
+    ``optimizer.step``). ``clip=False`` leaves clipping out."""
+    optimizer = step.optimizer(Parameters(inner))
+    scheduler = step.scheduler(optimizer) if step.scheduler else None
+    if step.step_fn is not None:
+        seen: list = []
+
+        def capture(*_):
+            if not seen:
+                mark("optimizer step")
+                seen.append(_grads(inner))
+
+        handle = optimizer.register_step_pre_hook(capture)
+        dev = next((p.device.type for p in inner.parameters()), "cpu")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)  # a disabled GradScaler warns on CPU
+            scaler = torch.amp.GradScaler(dev, enabled=False)
+        torch.manual_seed(seed)
+        try:
+            with _watch_clipping(capture, clip):
+                loss = _scalar_loss(step.step_fn(model, batch, optimizer, scaler))
+        finally:
+            handle.remove()
+        return float(loss.detach().float()), seen[0] if seen else _grads(inner)
+    torch.manual_seed(seed)
+    loss = _scalar_loss(step.loss_fn(model, batch))
+    mark("backward")
+    loss.backward()
+    grads = _grads(inner)
+    mark("optimizer step")
+    if step.clip_grad_norm is not None and clip:
+        torch.nn.utils.clip_grad_norm_(inner.parameters(), step.clip_grad_norm)
+    optimizer.step()
+    if scheduler is not None:
+        scheduler.step()
+    return float(loss.detach().float()), grads
 
 
 # --------------------------------------------------------------------------- comparing
@@ -681,20 +746,6 @@ def _rel_errors(x: dict, ref: dict) -> dict[str, float]:
         scale = max(float(torch.linalg.vector_norm(r)), total * math.sqrt(r.numel() / max(count, 1)))
         out[name] = diff / scale if scale > 0 else (0.0 if diff == 0 else math.inf)
     return out
-
-
-def _min_cos(x: dict, ref: dict) -> float | None:
-    total, count = _global_norm(ref)
-    cos = []
-    for name, r in ref.items():
-        v = x.get(name)
-        if r is None or v is None:
-            continue
-        r, v = r.double().flatten(), v.double().flatten()
-        rn, vn = float(r.norm()), float(v.norm())
-        if rn > 1e-3 * total * math.sqrt(r.numel() / max(count, 1)) and vn > 0:
-            cos.append(float(r @ v) / (rn * vn))
-    return min(cos, default=None)
 
 
 def _updates(one_or_after: dict, before: dict) -> dict:
@@ -900,7 +951,7 @@ def _check_device(report, source, local, device, ws, seed, timeout, size, keep, 
     try:
         full = _one_process(local, full_batch, seed, device, bn=True)
         again = _one_process(local, full_batch, seed + 1, device)
-        per_shard = [_one_process(local, s, seed, device) for s in shards]
+        per_shard = [_one_process(local, s, seed, device, shard=True) for s in shards]
     except Exception as exc:  # noqa: BLE001
         report.runs.append(Run(device, f"ddp x{ws}", "error", error=_first_line(exc)))
         report.findings.append(Finding(
@@ -919,6 +970,7 @@ def _check_device(report, source, local, device, ws, seed, timeout, size, keep, 
         ref = next(g for g in gs if g is not None)
         emul_grads[name] = sum((torch.zeros_like(ref) if g is None else g) for g in gs) / ws
     emul = _one_process(local, full_batch, seed, device, grads=emul_grads)
+    report.runs.append(Run(device, f"1 process, {keep} samples", "reference", loss=full.loss))
 
     unused = {n: [r for r, s in enumerate(per_shard) if s.grads.get(n) is None] for n in full.grads}
     unused = {n: rs for n, rs in unused.items() if rs}
@@ -1138,7 +1190,7 @@ def _check_backend(findings, results, emul: _One, model, device, kind, ws, per_s
             module=_module_of(model, g_bad[0][0]), name=g_bad[0][0], device=device,
             mode=label, details={"ranks": ranks, "rel_err": g_bad[0][1]}))
     for r, res in enumerate(results):
-        if g_errs[r] or not against_expected:
+        if g_errs[r] or not against_expected or emul.after is None:
             continue
         u_bad = _worst(_rel_errors(_updates(res["after"], emul.before), _updates(emul.after, emul.before)),
                        GRAD_RTOL)
@@ -1171,17 +1223,30 @@ def _check_backend(findings, results, emul: _One, model, device, kind, ws, per_s
 
 def _add_rows(report, results, full: _One, per_shard, device, kind, ws, bad_ranks,
               sync: bool = False) -> None:
+    """One row per rank. Columns against one process on the full batch, as
+    :func:`devlint.runtime.compare.measure` computes them for every row of the report: the
+    whole-model gradient error, the largest per-parameter update error; ``loss err`` is
+    against one process on the rank's own shard."""
+    from .compare import DEFAULT_TOLERANCES, measure
+
+    tol = DEFAULT_TOLERANCES["float32"]
     ref_upd = _updates(full.after, full.before)
     for r, res in enumerate(results):
         loss_err = None  # with SyncBatchNorm one process on the shard alone is no reference
         if res.get("loss") is not None and per_shard[r].loss and not sync:
             loss_err = abs(res["loss"] - per_shard[r].loss) / abs(per_shard[r].loss)
-        g = _rel_errors(res["grads"], full.grads)
-        u = _rel_errors(_updates(res["after"], full.before), ref_upd)
+        errs = measure(full.loss, full.grads, ref_upd, full.loss, res["grads"].items(),
+                       _updates(res["after"], full.before))
+        upd = [p.update for p in errs.judged(tol).values() if not math.isnan(p.update)]
+        how = None
+        if r == 0:
+            ref = "one process on the full batch" if sync else "the shard emulation"
+            how = (f"gradients and updates vs {ref} (rtol {GRAD_RTOL:g}), parameters vs rank 0 "
+                   f"(rtol {SAME_RTOL:g}); columns vs one process on the full batch")
         report.runs.append(Run(
             device, f"{kind} rank {r}/{ws}", "mismatch" if r in bad_ranks else "ok",
-            loss=res.get("loss"), loss_err=loss_err, grad_err=max(g.values(), default=None),
-            grad_cos=_min_cos(res["grads"], full.grads), update_err=max(u.values(), default=None)))
+            loss=res.get("loss"), loss_err=loss_err, grad_err=errs.model_error(tol),
+            update_err=max(upd, default=None), how=how))
 
 
 def _check_invariance(report, findings, full: _One, again: _One, emul: _One, model, device, ws,
