@@ -513,7 +513,21 @@ class FrameRule(Rule):
     def check(self, frame: Frame) -> None:  # pragma: no cover - every subclass overrides it
         raise NotImplementedError
 
-    def report_at(self, item: "Event | Region", message: str | None = None) -> None:
+    # -- for autofixes: the statement an event's call is ---------------------------------------
+    def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> None:
+        """Remember ``call`` -> its statement where a line holds one statement that is the call
+        (``scaler.step(opt)``) or assigns it (``norm = clip_grad_norm_(...)``)."""
+        if len(node.body) == 1:
+            small = node.body[0]
+            value = getattr(small, "value", None)
+            if isinstance(small, (cst.Expr, cst.Assign, cst.AnnAssign)) and isinstance(value, cst.Call):
+                self.__dict__.setdefault("statements", {})[id(value)] = (small, node)
+
+    def statement_of(self, call: cst.CSTNode):
+        """(small statement, its line) of an event's call, or ``None`` (see above)."""
+        return self.__dict__.get("statements", {}).get(id(call))
+
+    def report_at(self, item: "Event | Region", message: str | None = None, fix=None) -> None:
         """Report at an event or region recorded earlier in the traversal. The engine files a
         report under the top-level statement being visited, which, once a frame closes, is
         no longer the one holding the node: the one recorded with the item is restored."""
@@ -521,7 +535,7 @@ class FrameRule(Rule):
         saved = getattr(ctx, "statement_index", None)
         ctx.statement_index = item.top
         try:
-            self.report(item.node, message)
+            self.report(item.node, message, fix)
         finally:
             if saved is None:
                 del ctx.statement_index

@@ -8,10 +8,15 @@ ignore = ["DEV103"]
 per-file-ignores = { "tests/*" = ["DEV101", "DEV102"] }
 exclude = [".git", "build"]      # replaces the default list of skipped folders
 extend-exclude = ["legacy", "*_pb2.py"]
+respect-gitignore = true         # skip what .gitignore files ignore while searching folders
+torch-version = "2.6"            # the oldest torch the code supports: fixes may use torch.accelerator
 ```
 
-The nearest ``pyproject.toml`` *with a* ``[tool.devlint]`` table wins, searching upwards from
-the first path given (or the current folder), as ruff does. Patterns are globs matched
+Each file gets the nearest ``pyproject.toml`` *with a* ``[tool.devlint]`` table above it, as
+ruff does, so a monorepo's packages keep their own settings (``--config FILE`` instead
+applies one file's settings to every file). A ``pyproject.toml`` that is not valid TOML is an
+error naming the file and line; codes that name no rule are errors too. ``ALL`` selects every
+code. Patterns are globs matched
 against the path relative to that file's folder and against the file or folder name alone.
 Command-line flags win over the file: ``--select`` starts the selection afresh, and
 ``--extend-select`` re-enables codes the file ignores. The flake8 plugin never reads this
@@ -32,7 +37,8 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - exercised on Python 3.10 only
     import tomli as tomllib
 
-KEYS = ("select", "extend-select", "ignore", "per-file-ignores", "exclude", "extend-exclude")
+KEYS = ("select", "extend-select", "ignore", "per-file-ignores", "exclude", "extend-exclude",
+        "respect-gitignore", "torch-version")
 
 
 class ConfigError(ValueError):
@@ -55,6 +61,9 @@ class Config:
     per_file_ignores: dict[str, list[str]] = field(default_factory=dict)
     exclude: list[str] | None = None
     extend_exclude: list[str] = field(default_factory=list)
+    respect_gitignore: bool = True
+    #: (major, minor) of the oldest torch the code supports, or ``None`` (no assumption)
+    torch_version: tuple[int, int] | None = None
 
     def selection(
         self,
@@ -67,8 +76,8 @@ class Config:
         A command-line ``--select`` discards the file's selection and ignores; otherwise the
         file's ``ignore`` entries that a command-line ``--extend-select`` covers are dropped."""
         if select:
-            return [*select, *extend_select], list(ignore)
-        chosen = [*(self.select or ["DEV"]), *self.extend_select, *extend_select]
+            return _all([*select, *extend_select]), list(ignore)
+        chosen = _all([*(self.select or ["DEV"]), *self.extend_select, *extend_select])
         kept = [code for code in self.ignore if not code.startswith(tuple(extend_select))] if extend_select else list(self.ignore)
         return chosen, [*kept, *ignore]
 
@@ -79,6 +88,40 @@ class Config:
             if path_matches(path, pattern, self.root):
                 codes.extend(ignored)
         return codes
+
+
+def _all(codes: list[str]) -> list[str]:
+    """``ALL`` is every code: the ``DEV`` prefix."""
+    return ["DEV" if code == "ALL" else code for code in codes]
+
+
+def known(code: str) -> bool:
+    """Does the selector ``code`` (a code or prefix, or ``ALL``) name at least one code?"""
+    from .engine import PARSE_ERROR
+    from .rules import all_rules
+
+    if code == "ALL":
+        return True
+    return any(c.startswith(code) for c in (PARSE_ERROR, *(r.code for r in all_rules())))
+
+
+def check_codes(codes: Sequence[str], where: str) -> None:
+    """Raise :class:`ConfigError` for the first selector that names no code."""
+    for code in codes:
+        if not known(code):
+            raise ConfigError(f"{where}: unknown rule selector {code!r} (codes are DEV000 and DEV101 to DEV2xx: see `devlint rule --all`)")
+
+
+def _read(path: Path) -> dict:
+    """A TOML file's document; a file that is not valid TOML raises :class:`ConfigError`
+    with the file, line and column."""
+    try:
+        with path.open("rb") as handle:
+            return tomllib.load(handle)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: {exc}") from None
 
 
 def _candidates(path: str | os.PathLike, root: Path) -> list[str]:
@@ -102,21 +145,36 @@ def path_matches(path: str | os.PathLike, pattern: str, root: Path) -> bool:
     return any(fnmatch.fnmatchcase(name, pattern) for name in _candidates(path, root))
 
 
-def find(start: str | os.PathLike | None = None) -> Path | None:
-    """The nearest ``pyproject.toml`` holding ``[tool.devlint]``, from ``start`` upwards."""
+def find(start: str | os.PathLike | None = None, cache: dict | None = None) -> Path | None:
+    """The nearest ``pyproject.toml`` holding ``[tool.devlint]``, from ``start`` upwards
+    (raises :class:`ConfigError` for one that is not valid TOML). ``cache`` maps folders
+    already searched to their answer."""
     here = Path(os.path.abspath(start or os.getcwd()))
     if not here.is_dir():
         here = here.parent
+    seen = []
+    found = None
     for folder in (here, *here.parents):
-        candidate = folder / "pyproject.toml"
-        if candidate.is_file():
-            try:
-                with candidate.open("rb") as handle:
-                    document = tomllib.load(handle)
-            except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError):
-                continue
-            if isinstance(document.get("tool"), dict) and "devlint" in document["tool"]:
-                return candidate
+        if cache is not None and folder in cache:
+            found = cache[folder]
+            break
+        seen.append(folder)
+        found = _holder(folder)
+        if found is not None:
+            break
+    if cache is not None:
+        cache.update(dict.fromkeys(seen, found) if found is None else {f: found for f in seen})
+    return found
+
+
+def _holder(folder: Path) -> Path | None:
+    """``folder/pyproject.toml`` if it holds ``[tool.devlint]`` (raises :class:`ConfigError`
+    if it is not valid TOML)."""
+    candidate = folder / "pyproject.toml"
+    if candidate.is_file():
+        document = _read(candidate)
+        if isinstance(document.get("tool"), dict) and "devlint" in document["tool"]:
+            return candidate
     return None
 
 
@@ -135,12 +193,12 @@ def _patterns(value: Any, key: str) -> list[str]:
 def load(path: str | os.PathLike) -> Config:
     """The ``[tool.devlint]`` table of one ``pyproject.toml`` (raises :class:`ConfigError`)."""
     path = Path(os.path.abspath(path))
-    try:
-        with path.open("rb") as handle:
-            document = tomllib.load(handle)
-    except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{path}: {exc}") from None
-    table = document.get("tool", {}).get("devlint", {})
+    document = _read(path)
+    tool = document.get("tool", {})
+    if path.name != "pyproject.toml" and not (isinstance(tool, dict) and "devlint" in tool):
+        table = document  # a devlint.toml given to --config: the keys at the top level
+    else:
+        table = tool.get("devlint", {}) if isinstance(tool, dict) else {}
     if not isinstance(table, dict):
         raise ConfigError(f"{path}: [tool.devlint] must be a table")
     unknown = sorted(set(table) - set(KEYS))
@@ -159,9 +217,51 @@ def load(path: str | os.PathLike) -> Config:
         if not isinstance(per_file, dict):
             raise ConfigError(f"per-file-ignores must be a table of glob = [codes], got {per_file!r}")
         config.per_file_ignores = {glob: _codes(codes, f"per-file-ignores[{glob!r}]") for glob, codes in per_file.items()}
+        for key, codes in (("select", config.select or []), ("extend-select", config.extend_select), ("ignore", config.ignore),
+                           *((f"per-file-ignores[{g!r}]", c) for g, c in config.per_file_ignores.items())):
+            check_codes(codes, key)
+        if "respect-gitignore" in table:
+            if not isinstance(table["respect-gitignore"], bool):
+                raise ConfigError(f"respect-gitignore must be true or false, got {table['respect-gitignore']!r}")
+            config.respect_gitignore = table["respect-gitignore"]
+        if "torch-version" in table:
+            config.torch_version = parse_version(table["torch-version"])
     except ConfigError as exc:
         raise ConfigError(f"{path}: [tool.devlint] {exc}") from None
     return config
+
+
+def parse_version(value: Any) -> tuple[int, int]:
+    """``"2.6"`` / ``"2.6.0"`` -> ``(2, 6)`` (raises :class:`ConfigError`)."""
+    parts = str(value).strip().split(".")
+    try:
+        if not isinstance(value, (str, int, float)) or len(parts) < 2:
+            raise ValueError
+        return int(parts[0]), int(parts[1])
+    except ValueError:
+        raise ConfigError(f"torch-version must look like \"2.6\", got {value!r}") from None
+
+
+class Resolver:
+    """The configuration of each file: ``explicit`` (``--config FILE``) for all, nothing with
+    ``isolated``, else the nearest ``[tool.devlint]`` above the file (cached per folder)."""
+
+    def __init__(self, explicit: str | os.PathLike | None = None, isolated: bool = False) -> None:
+        self.default = Config(root=Path(os.getcwd()))
+        self.fixed = load(explicit) if explicit else (self.default if isolated else None)
+        self._loaded: dict[Path, Config] = {}
+        self._folders: dict[Path, Path | None] = {}
+
+    def __call__(self, path: str | os.PathLike) -> Config:
+        """The configuration for a file or folder (raises :class:`ConfigError`)."""
+        if self.fixed is not None:
+            return self.fixed
+        found = find(path, self._folders)
+        if found is None:
+            return self.default
+        if found not in self._loaded:
+            self._loaded[found] = load(found)
+        return self._loaded[found]
 
 
 def resolve(paths: Sequence[str] = (), isolated: bool = False) -> Config:

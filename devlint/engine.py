@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import re
 import sys
 from typing import Iterable, Sequence
 
@@ -488,13 +489,32 @@ def _positions(module: cst.Module, text: str, wanted: dict[int, list], tree: ast
     return found
 
 
-def _fix(pending, positions) -> Fix | None:
-    """A rule's :class:`NodeFix` -> a :class:`Fix` with positions (``None`` if unplaceable)."""
+_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+\Z")
+
+
+def _fix(pending, positions, lines: list[str]) -> Fix | None:
+    """A rule's :class:`NodeFix` -> a :class:`Fix` with positions (``None`` if unplaceable).
+
+    A replacement given as a function is called with the node's source text and the
+    indentation of the line it starts on (see :class:`devlint.rule.NodeFix`)."""
     edits = []
     for node, replacement in pending.replacements:
         where = positions.get(node)
         if where is None:
             return None
+        if callable(replacement):
+            start, end = where.start, where.end
+            if not (0 < start.line <= end.line <= len(lines)):
+                return None
+            if start.line == end.line:
+                segment = lines[start.line - 1][start.column:end.column]
+            else:
+                segment = "".join([lines[start.line - 1][start.column:], *lines[start.line:end.line - 1],
+                                   lines[end.line - 1][:end.column]])
+            first = lines[start.line - 1]
+            replacement = replacement(segment, first[: len(first) - len(first.lstrip(" \t"))])
+            if replacement is None:
+                return None
         edits.append(Edit(where.start.line, where.start.column, where.end.line, where.end.column, replacement))
     return Fix(pending.description, tuple(edits), pending.safe)
 
@@ -519,9 +539,12 @@ def _analyse(module: cst.Module, path: str, text: str, rules: Sequence[type[Rule
             wanted[index].extend(n for n, _ in fix.replacements)
     positions = _positions(module, text, wanted, tree)
     findings = set()
+    lines: list[str] = []
     for rule, node, message, fix, _ in ctx.reports:
         if fix is not None:
-            fix = _fix(fix, positions)
+            if not lines and any(callable(r) for _, r in fix.replacements):
+                lines = _LINE.findall(text)  # lines as libcst counts them (\n, \r\n, \r only)
+            fix = _fix(fix, positions, lines)
         where = positions.get(node)
         if where is None:
             continue

@@ -45,14 +45,16 @@ def apply(text: str, findings: Iterable[Finding], unsafe: bool = False) -> tuple
 
 def fix_source(data: bytes, path: str, select, ignore, unsafe: bool = False, passes: int = 5) -> tuple[bytes, int]:
     """(fixed bytes in the file's own encoding, fixes applied), linting again after each pass
-    until no fix applies. Notebooks and undecodable files are returned unchanged."""
+    until no fix applies. Undecodable files are returned unchanged; notebooks go through
+    :func:`fix_notebook`."""
     import io
     import tokenize
 
     from .runner import check_source
 
     if path.endswith(".ipynb"):
-        return data, 0
+        new, count, _ = fix_notebook(data, path, select, ignore, unsafe, passes)
+        return new, count
     try:
         encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
         text = data.decode(encoding)
@@ -69,3 +71,16 @@ def fix_source(data: bytes, path: str, select, ignore, unsafe: bool = False, pas
     if not total:
         return data, 0
     return (("\ufeff" if bom else "") + body).encode(encoding), total
+
+
+def fix_notebook(data: bytes, path: str, select, ignore, unsafe: bool = False, passes: int = 5):
+    """(notebook bytes, fixes applied, [(cell number, source before, source after)]): the
+    code cells fixed as one program (an import in one cell serves the others); outputs,
+    metadata and the other cells are left as they were (:func:`devlint.notebook.fix`)."""
+    from . import notebook
+
+    def fix_text(text: str) -> tuple[str, int]:
+        fixed, count = fix_source(text.encode("utf-8"), path[: -len(".ipynb")] + ".py", select, ignore, unsafe, passes)
+        return fixed.decode("utf-8"), count
+
+    return notebook.fix(data, fix_text)

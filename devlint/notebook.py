@@ -3,8 +3,10 @@
 The code cells are joined in order (a cell may use an import from an earlier one), IPython
 magics and shell escapes (lines starting with ``%`` or ``!``) are blanked so that line numbers
 stay put, and cells that start with a cell magic (``%%bash``...) are left out, except the
-timing ones that still hold Python. Findings come back with ``cell`` set (1-based, counting
-code cells only, as ruff does) and ``line`` relative to that cell.
+timing ones that still hold Python. Findings come back with ``cell`` set (1-based, the
+cell's place among *all* cells, markdown included, as ruff counts it) and ``line`` relative to
+that cell. :func:`fix` applies autofixes to the code cells and writes the notebook back with
+everything else (outputs, metadata, other cells) untouched.
 """
 
 from __future__ import annotations
@@ -26,15 +28,22 @@ class NotebookError(ValueError):
 
 @dataclass(frozen=True)
 class Notebook:
-    """The code cells of a notebook: ``cells[i]`` is the source of code cell ``i + 1``."""
+    """The code cells of a notebook: ``cells[i]`` is the source of the ``i``-th code cell,
+    which is cell number ``numbers[i]`` (1-based, among all cells)."""
 
     cells: tuple[str, ...]
+    numbers: tuple[int, ...] = ()
+
+    def number(self, index: int) -> int:
+        """The cell number of code cell ``index`` (0-based among code cells)."""
+        return self.numbers[index] if index < len(self.numbers) else index + 1
 
     def program(self) -> tuple[str, list[tuple[int, int]]]:
         """(the joined Python text, ``where[k]`` = (cell, line in cell) of joined line k+1)."""
         parts: list[str] = []
         where: list[tuple[int, int]] = []
-        for number, source in enumerate(self.cells, 1):
+        for index, source in enumerate(self.cells):
+            number = self.number(index)
             lines = source.splitlines()
             python = _python_lines(lines)
             for offset, line in enumerate(python, 1):
@@ -70,7 +79,7 @@ def parse(data: bytes | str) -> Notebook:
     cells = document.get("cells") if isinstance(document, dict) else None
     if not isinstance(cells, list):
         raise NotebookError("no list of cells")
-    sources = []
+    sources, numbers = [], []
     for index, cell in enumerate(cells, 1):
         if not isinstance(cell, dict):
             raise NotebookError(f"cell {index} is not an object")
@@ -82,7 +91,8 @@ def parse(data: bytes | str) -> Notebook:
         if not isinstance(source, str):
             raise NotebookError(f"cell {index} has no text source")
         sources.append(source)
-    return Notebook(tuple(sources))
+        numbers.append(index)
+    return Notebook(tuple(sources), tuple(numbers))
 
 
 def check(
@@ -115,9 +125,121 @@ def _place(finding: Finding, where: list[tuple[int, int]]) -> Finding:
 
 
 def cell_lines(data: bytes | str, cell: int) -> list[str]:
-    """The lines of code cell ``cell`` (1-based), or ``[]`` if there is none."""
+    """The lines of cell number ``cell`` (1-based, among all cells) if it is a code cell, or
+    ``[]``."""
     try:
-        cells = parse(data).cells
+        notebook = parse(data)
     except NotebookError:
         return []
-    return cells[cell - 1].splitlines() if 0 < cell <= len(cells) else []
+    if cell in notebook.numbers:
+        return notebook.cells[notebook.numbers.index(cell)].splitlines()
+    return []
+
+
+# -- autofix --------------------------------------------------------------------------------
+
+_CELL = "# devlint: cell boundary {}"
+_MAGIC = "# devlint: magic {}"
+
+
+def _fix_program(notebook: Notebook) -> tuple[str, list[str]]:
+    """The code cells as one program for the fixer: a sentinel comment line between cells,
+    each magic line replaced by a numbered comment (same indentation), a cell magic's whole
+    cell by one comment. Returns (program, the replaced lines in order)."""
+    parts, magics = [], []
+    for index, source in enumerate(notebook.cells):
+        parts.append(_CELL.format(index) + "\n")
+        lines = source.splitlines(keepends=True)
+        first = lines[0].strip() if lines else ""
+        if first.startswith("%%") and (first[2:].split(maxsplit=1) or [""])[0] not in PYTHON_CELL_MAGICS:
+            magics.append("")  # not Python: the whole cell is kept as it is
+            parts.append(_MAGIC.format(len(magics) - 1) + "\n")
+            continue
+        for number, line in enumerate(lines):
+            stripped = line.lstrip()
+            if stripped.startswith(("%", "!")) or (number == 0 and first.startswith("%%")):
+                body = line.rstrip("\r\n")
+                magics.append(body)
+                parts.append(line[: len(line) - len(stripped)] + _MAGIC.format(len(magics) - 1) + line[len(body):])
+            else:
+                parts.append(line)
+        if lines and not lines[-1].endswith(("\n", "\r")):
+            parts.append("\n")
+    return "".join(parts), magics
+
+
+def _split_program(text: str, notebook: Notebook, magics: list[str]) -> list[str] | None:
+    """The cell sources back from a fixed program (``None`` if a sentinel was lost)."""
+    import re
+
+    chunks = re.split(r"^# devlint: cell boundary (\d+)\n", text, flags=re.M)
+    if chunks[0] or [int(n) for n in chunks[1::2]] != list(range(len(notebook.cells))):
+        return None
+    used: list[int] = []
+
+    def restore(match: "re.Match[str]") -> str:
+        used.append(int(match.group(2)))
+        return match.group(1) + magics[int(match.group(2))] if int(match.group(2)) < len(magics) else match.group(0)
+
+    cells = []
+    for original, chunk in zip(notebook.cells, chunks[2::2]):
+        whole = re.fullmatch(r"# devlint: magic (\d+)\n", chunk)
+        if whole and not magics[int(whole.group(1))]:
+            used.append(int(whole.group(1)))
+            cells.append(original)
+            continue
+        chunk = re.sub(r"^([ \t]*)# devlint: magic (\d+)", restore, chunk, flags=re.M)
+        if not original.endswith(("\n", "\r")) and chunk.endswith("\n"):
+            chunk = chunk[:-1]
+        cells.append(chunk)
+    if sorted(used) != list(range(len(magics))):
+        return None
+    return cells
+
+
+def fix(data: bytes, fix_text: Callable[[str], tuple[str, int]]) -> tuple[bytes, int, list[tuple[int, str, str]]]:
+    """Apply ``fix_text`` (program text -> (fixed text, fixes applied)) to a notebook's code
+    cells. Returns (notebook bytes, fixes applied, [(cell number, before, after)] of the cells
+    that changed); the bytes are the input itself when nothing changed or the notebook cannot
+    be read. Only changed cells' ``source`` is rewritten, in the notebook's own JSON layout
+    (indentation, key order, non-ASCII kept), so outputs and metadata stay as they were."""
+    try:
+        notebook = parse(data)
+        document = json.loads(data)
+    except (NotebookError, ValueError, RecursionError):
+        return data, 0, []
+    program, magics = _fix_program(notebook)
+    fixed, count = fix_text(program)
+    if not count or fixed == program:
+        return data, 0, []
+    cells = _split_program(fixed, notebook, magics)
+    if cells is None:
+        return data, 0, []
+    changed = []
+    for index, (before, after) in enumerate(zip(notebook.cells, cells)):
+        if before == after:
+            continue
+        number = notebook.number(index)
+        cell = document["cells"][number - 1]
+        lines = after.splitlines(keepends=True)
+        cell["source"] = lines if isinstance(cell.get("source"), list) else after
+        changed.append((number, before, after))
+    if not changed:
+        return data, 0, []
+    text = data.decode("utf-8")
+    indent = _indent(text)
+    out = json.dumps(document, indent=indent, ensure_ascii="\\u" in text and not _has_non_ascii(text))
+    if text.endswith("\n"):
+        out += "\n"
+    return out.encode("utf-8"), count, changed
+
+
+def _indent(text: str) -> int | None:
+    """The JSON indentation of a notebook file (nbformat writes 1)."""
+    second = text.split("\n", 2)[1] if text.count("\n") >= 2 else ""
+    width = len(second) - len(second.lstrip(" "))
+    return width or None
+
+
+def _has_non_ascii(text: str) -> bool:
+    return any(ord(c) > 127 for c in text)

@@ -20,7 +20,11 @@ PREAMBLE = "import torch\nimport torch.nn as nn\n"
 
 class NodeFix(NamedTuple):
     """An autofix as a rule states it: replace each node's source by a text. The engine turns
-    it into a :class:`devlint.finding.Fix` with positions."""
+    it into a :class:`devlint.finding.Fix` with positions.
+
+    A replacement may also be a function ``(source, indent) -> text | None`` of the node's
+    source text and the indentation of the line it starts on (to insert a statement before
+    or after one); ``None`` drops the fix."""
 
     description: str
     replacements: tuple[tuple[cst.CSTNode, str], ...]

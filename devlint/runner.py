@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Callable, Iterable, Sequence
 
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
@@ -37,6 +37,62 @@ def is_excluded(path: str, patterns: Sequence[str], root: Path | None = None) ->
         current = current.parent
 
 
+#: What a folder search lints: Python sources, stubs and Jupyter notebooks (as ruff does).
+SOURCE_SUFFIXES = (".py", ".pyi", ".ipynb")
+
+
+def display_path(path: str) -> str:
+    """How every output format names a file: relative to the current folder when inside it
+    (never with a ``./`` prefix), else absolute; ``-`` stays ``-``."""
+    if path == "-":
+        return path
+    absolute = os.path.abspath(path)
+    here = os.getcwd()
+    if absolute == here or absolute.startswith(here.rstrip(os.sep) + os.sep):
+        return os.path.relpath(absolute, here).replace(os.sep, "/")
+    return absolute.replace(os.sep, "/") if os.sep != "/" else absolute
+
+
+class GitIgnore:
+    """``.gitignore`` files met while searching folders, matched with ``pathspec`` (git's
+    own rules: negation, anchoring, ``dir/`` patterns). The files of the folders above a
+    search root count up to the repository's top (the folder holding ``.git``)."""
+
+    def __init__(self) -> None:
+        self._specs: dict[str, object | None] = {}
+
+    def _spec(self, folder: str):
+        if folder not in self._specs:
+            spec = None
+            for name in (".gitignore", os.path.join(".git", "info", "exclude")):
+                try:
+                    with open(os.path.join(folder, name), encoding="utf-8", errors="replace") as handle:
+                        lines = handle.read().splitlines()
+                except OSError:
+                    continue
+                import pathspec
+
+                part = pathspec.GitIgnoreSpec.from_lines(lines)
+                spec = part if spec is None else spec + part
+            self._specs[folder] = spec
+        return self._specs[folder]
+
+    def ignored(self, path: str, is_dir: bool) -> bool:
+        """Is ``path`` ignored by a ``.gitignore`` in one of its folders (up to the repository)?"""
+        absolute = os.path.abspath(path)
+        folder = os.path.dirname(absolute)
+        while True:
+            spec = self._spec(folder)
+            if spec is not None:
+                relative = os.path.relpath(absolute, folder).replace(os.sep, "/") + ("/" if is_dir else "")
+                result = spec.check_file(relative)  # the last matching pattern decides, as in git
+                if result.include is not None:
+                    return bool(result.include)
+            if os.path.exists(os.path.join(folder, ".git")) or os.path.dirname(folder) == folder:
+                return False
+            folder = os.path.dirname(folder)
+
+
 def discover(
     paths: Sequence[str],
     *,
@@ -44,33 +100,52 @@ def discover(
     extend_exclude: Sequence[str] = (),
     root: Path | None = None,
     force_exclude: bool = False,
+    config_for: Callable[[str], object] | None = None,
+    respect_gitignore: bool = False,
 ) -> Iterable[str]:
-    """Files to lint: named files as given; directories recursed for ``*.py``/``*.pyi``,
-    skipping VCS folders, virtual environments (any folder holding ``pyvenv.cfg``) and caches.
+    """Files to lint: named files as given; directories recursed for ``*.py``, ``*.pyi`` and
+    ``*.ipynb``, skipping VCS folders, virtual environments (any folder holding
+    ``pyvenv.cfg``) and caches.
 
     ``exclude`` (glob patterns; ``None`` keeps the default folders above) and
     ``extend_exclude`` skip matching files and folders during the search, matched relative to
-    ``root``; a file named on the command line is linted anyway unless ``force_exclude``."""
-    patterns = [*(exclude or ()), *extend_exclude]
-    skip_dirs = SKIP_DIRS if exclude is None else set()
+    ``root``; a file named on the command line is linted anyway unless ``force_exclude``.
+    ``config_for(folder)``, when given, supplies those three per folder instead (the nearest
+    ``[tool.devlint]``: :class:`devlint.config.Resolver`). ``respect_gitignore`` skips what
+    ``.gitignore`` files ignore (where that configuration does not turn it off)."""
+    gitignore = GitIgnore()
+
+    def settings(folder: str):
+        if config_for is None:
+            return [*(exclude or ()), *extend_exclude], (SKIP_DIRS if exclude is None else set()), exclude is None, root, respect_gitignore
+        config = config_for(folder)
+        patterns = [*(config.exclude or ()), *config.extend_exclude]
+        keep = respect_gitignore and config.respect_gitignore
+        return patterns, (SKIP_DIRS if config.exclude is None else set()), config.exclude is None, config.root, keep
+
     for raw in paths:
         path = Path(raw)
+        patterns, skip_dirs, defaults, base, ignore_git = settings(raw if path.is_dir() else str(path.parent))
         if not path.is_dir():
-            if not (force_exclude and is_excluded(raw, patterns, root)):
+            if not (force_exclude and (is_excluded(raw, patterns, base) or (ignore_git and gitignore.ignored(raw, False)))):
                 yield raw
             continue
-        if force_exclude and is_excluded(raw, patterns, root):
+        if force_exclude and is_excluded(raw, patterns, base):
             continue
         for folder, dirs, files in os.walk(path):
+            patterns, skip_dirs, defaults, base, ignore_git = settings(folder)
+            base = base or Path.cwd()
             dirs[:] = sorted(
-                d for d in dirs if d not in skip_dirs and not (exclude is None and d.endswith(".egg-info"))
+                d for d in dirs if d not in skip_dirs and not (defaults and d.endswith(".egg-info"))
                 and not os.path.exists(os.path.join(folder, d, "pyvenv.cfg"))
-                and not (patterns and any(path_matches(os.path.join(folder, d), p, root or Path.cwd()) for p in patterns))
+                and not (patterns and any(path_matches(os.path.join(folder, d), p, base) for p in patterns))
+                and not (ignore_git and gitignore.ignored(os.path.join(folder, d), True))
             )
             for name in sorted(files):
-                if name.endswith((".py", ".pyi")):
+                if name.endswith(SOURCE_SUFFIXES):
                     full = os.path.join(folder, name)
-                    if not (patterns and any(path_matches(full, p, root or Path.cwd()) for p in patterns)):
+                    if not (patterns and any(path_matches(full, p, base) for p in patterns)) \
+                            and not (ignore_git and gitignore.ignored(full, False)):
                         yield full
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -39,13 +40,19 @@ def mismatches(text: str, got: set[tuple[int, str]], prefix: str = "DEV") -> lis
     return problems
 
 
-def run(*args: str, cwd: Path = ROOT, stdin: str | None = None) -> subprocess.CompletedProcess:
-    """Run a command with this interpreter's environment; never raises on a non-zero exit."""
-    return subprocess.run(args, cwd=cwd, capture_output=True, text=True, input=stdin, timeout=600)
+def run(*args: str, cwd: Path = ROOT, stdin: str | None = None, env: dict | None = None) -> subprocess.CompletedProcess:
+    """Run a command with this interpreter's environment (plus ``env``); never raises on a
+    non-zero exit."""
+    return subprocess.run(args, cwd=cwd, capture_output=True, text=True, input=stdin, timeout=600,
+                          env=None if env is None else {**os.environ, **env})
 
 
-def devlint(*args: str, cwd: Path = ROOT, stdin: str | None = None) -> subprocess.CompletedProcess:
-    return run(sys.executable, "-m", "devlint", *args, cwd=cwd, stdin=stdin)
+#: Tests read findings line by line: the one-line format, no colour, unless a test asks.
+PLAIN = {"DEVLINT_OUTPUT_FORMAT": "concise", "NO_COLOR": "1", "FORCE_COLOR": ""}
+
+
+def devlint(*args: str, cwd: Path = ROOT, stdin: str | None = None, env: dict | None = None) -> subprocess.CompletedProcess:
+    return run(sys.executable, "-m", "devlint", *args, cwd=cwd, stdin=stdin, env={**PLAIN, **(env or {})})
 
 
 def flake8(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:

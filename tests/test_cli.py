@@ -26,7 +26,7 @@ def test_findings_sorted_with_summary_and_exit_one(tmp_tree):
     lines = result.stdout.splitlines()
     assert lines[0].endswith("a.py:2:19: DEV102 .cuda() pins this to CUDA: use .to(device)")
     assert [l.split(":")[0][-4:] for l in lines[:6]] == ["a.py"] * 3 + ["b.py"] * 3
-    assert lines[-1] == "Found 6 findings in 2 of 2 files."
+    assert lines[-1] == "Found 6 findings in 2 of 2 files (2 fixable with `--fix --unsafe-fixes`)."  # DEV104
 
 
 def test_select_and_ignore_by_prefix(tmp_tree):

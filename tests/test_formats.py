@@ -46,7 +46,7 @@ def test_text(project):
         "src/train.py:2:19: DEV102 .cuda() pins this to CUDA: use .to(device)",
         "src/train.py:4:5: DEV104 torch.load without map_location fails on a CPU-only machine for a "
         "checkpoint saved on a GPU: pass map_location=device",
-        "Found 2 findings in 1 of 1 file.",
+        "Found 2 findings in 1 of 1 file (1 fixable with `--fix --unsafe-fixes`).",
     ]
 
 
@@ -57,7 +57,8 @@ def test_json(project):
     assert [(i["code"], i["line"], i["column"]) for i in items] == EXPECTED
     for item in items:
         assert set(item) == {"code", "message", "path", "line", "column", "end_line", "end_column", "fix"}
-        assert item["path"] == "src/train.py" and item["fix"] is None
+        assert item["path"] == "src/train.py"
+        assert (item["fix"] or {}).get("applicability") in (None, "unsafe")  # DEV104's map_location="cpu"
         assert (item["end_line"], item["end_column"]) > (item["line"], item["column"])
     assert items[0]["end_column"] == len("a = torch.ones(1).cuda") + 1  # the `cuda` token
 
@@ -152,7 +153,7 @@ def test_output_file_and_exit_zero(project, fmt):
     assert result.returncode == 0 and result.stdout == ""
     written = (project / "reports/out.txt").read_text()
     assert "DEV102" in written and "DEV104" in written
-    if fmt != "sarif":  # SARIF lists every rule, DEV101 included
+    if fmt not in ("sarif", "full"):  # SARIF lists every rule; full shows the noqa'd line as context
         assert "DEV101" not in written
 
 
@@ -160,11 +161,13 @@ def test_statistics(project):
     result = check(project, "--statistics")
     assert result.returncode == 1
     rows = [line.split("\t") for line in result.stdout.splitlines() if "\t" in line]
-    assert rows == [["1", "DEV102", "cuda-method-call"], ["1", "DEV104", "load-without-map-location"]]
+    assert rows == [["1", "DEV102", "[ ] cuda-method-call"], ["1", "DEV104", "[ ] load-without-map-location"]]
+    unsafe = [line.split("\t") for line in check(project, "--statistics", "--unsafe-fixes").stdout.splitlines() if "\t" in line]
+    assert unsafe[1] == ["1", "DEV104", "[*] load-without-map-location"]  # its fix is unsafe
     counts = json.loads(check(project, "--statistics", "--format", "json").stdout)
     assert counts == [
-        {"code": "DEV102", "name": "cuda-method-call", "count": 1},
-        {"code": "DEV104", "name": "load-without-map-location", "count": 1},
+        {"code": "DEV102", "name": "cuda-method-call", "count": 1, "fixable": False},
+        {"code": "DEV104", "name": "load-without-map-location", "count": 1, "fixable": False},
     ]
     assert check(project, "--statistics", "--format", "sarif").returncode == 2
 

@@ -36,12 +36,12 @@ def test_findings_are_placed_in_their_cells(tmp_tree):
     result = run_devlint("check", "train.ipynb", cwd=root)
     assert result.returncode == 1, result.stderr
     assert result.stdout.splitlines()[:2] == [
-        "train.ipynb:cell 2:1:19: DEV102 .cuda() pins this to CUDA: use .to(device)",
-        "train.ipynb:cell 4:2:9: DEV104 torch.load without map_location fails on a CPU-only machine "
+        "train.ipynb:cell 3:1:19: DEV102 .cuda() pins this to CUDA: use .to(device)",
+        "train.ipynb:cell 5:2:9: DEV104 torch.load without map_location fails on a CPU-only machine "
         "for a checkpoint saved on a GPU: pass map_location=device",
     ]
     items = json.loads(run_devlint("check", "--format", "json", "train.ipynb", cwd=root).stdout)
-    assert [(i["code"], i["cell"], i["line"], i["column"]) for i in items] == [("DEV102", 2, 1, 19), ("DEV104", 4, 2, 9)]
+    assert [(i["code"], i["cell"], i["line"], i["column"]) for i in items] == [("DEV102", 3, 1, 19), ("DEV104", 5, 2, 9)]  # cells counted as ruff does: markdown too
 
 
 def test_gitlab_and_sarif_handle_notebooks(tmp_tree):
@@ -49,7 +49,7 @@ def test_gitlab_and_sarif_handle_notebooks(tmp_tree):
     report = json.loads(run_devlint("check", "--format", "gitlab", "train.ipynb", cwd=root).stdout)
     assert len({r["fingerprint"] for r in report}) == 2
     sarif = json.loads(run_devlint("check", "--format", "sarif", "train.ipynb", cwd=root).stdout)
-    assert [r["properties"]["cell"] for r in sarif["runs"][0]["results"]] == [2, 4]
+    assert [r["properties"]["cell"] for r in sarif["runs"][0]["results"]] == [3, 5]
 
 
 @pytest.mark.parametrize("content", [

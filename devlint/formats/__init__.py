@@ -18,16 +18,27 @@ from ..rule import Rule
 
 Renderer = Callable[[Sequence[Finding], Sequence[type[Rule]], Path], str]
 
-#: The format names ``--format`` accepts, in the order ``--help`` lists them.
-NAMES = ("text", "json", "sarif", "github", "gitlab")
+#: The format names ``--output-format`` accepts, in the order ``--help`` lists them.
+NAMES = ("full", "concise", "json", "sarif", "github", "gitlab")
+#: Older names still accepted: ``text`` is the one-line-a-finding format.
+ALIASES = {"text": "concise"}
+#: Source text of files that are not on disk as linted (standard input), by path.
+SOURCES: dict[str, str] = {}
 
 
 def get(name: str) -> Renderer:
     """The ``render`` function of the format called ``name`` (raises ``KeyError``)."""
+    name = ALIASES.get(name, name)
     if name not in NAMES:
         raise KeyError(name)
     from importlib import import_module
 
+    if name in ("full", "concise"):
+        from functools import partial
+
+        from .text import render
+
+        return partial(render, full=name == "full")
     return import_module(f"{__name__}.{name}").render
 
 
@@ -56,6 +67,13 @@ def described(finding: Finding) -> str:
 
 @lru_cache(maxsize=256)
 def _lines(path: str, cell: int | None) -> tuple[str, ...]:
+    if path in SOURCES:
+        data = SOURCES[path].encode("utf-8")
+        if cell is not None:
+            from ..notebook import cell_lines
+
+            return tuple(cell_lines(data, cell))
+        return tuple(SOURCES[path].splitlines())
     try:
         data = Path(path).read_bytes()
     except OSError:
@@ -74,7 +92,12 @@ def _lines(path: str, cell: int | None) -> tuple[str, ...]:
 
 def source_line(finding: Finding) -> str | None:
     """The text of the line a finding starts on, read from its file (``None`` if unreadable)."""
-    if finding.path == "-":
-        return None
-    lines = _lines(finding.path, finding.cell)
+    lines = source_lines(finding)
     return lines[finding.line - 1] if 0 < finding.line <= len(lines) else None
+
+
+def source_lines(finding: Finding) -> tuple[str, ...]:
+    """The lines of the file (or notebook cell) a finding is in; ``()`` if unreadable."""
+    if finding.path == "-" and "-" not in SOURCES:
+        return ()
+    return _lines(finding.path, finding.cell)

@@ -40,14 +40,31 @@ def information_uri() -> str:
     return meta.get("Home-page") or DEFAULT_URI
 
 
+def docs_uri() -> str:
+    """Where the rule docs live: the package's ``Documentation`` URL, else its home page."""
+    try:
+        from importlib.metadata import PackageNotFoundError, metadata
+
+        meta = metadata("devlint")
+    except (ImportError, PackageNotFoundError):  # pragma: no cover - not installed
+        return DEFAULT_URI
+    for entry in meta.get_all("Project-URL") or ():
+        label, _, url = entry.partition(",")
+        if label.strip().lower() in ("documentation", "docs") and url.strip():
+            return url.strip()
+    return information_uri()
+
+
 def rule_entry(rule: type[Rule]) -> dict[str, Any]:
-    """A ``reportingDescriptor`` for one rule."""
+    """A ``reportingDescriptor`` for one rule: its docs as ``help`` (plain text and
+    Markdown) and ``helpUri`` pointing at its section of the rule docs."""
     docs = rule.docs()
     return {
         "id": rule.code,
         "name": rule.name,
         "shortDescription": {"text": rule.summary()},
         "fullDescription": {"text": " ".join(rule.what_it_does.split()) or rule.summary()},
+        "helpUri": f"{docs_uri()}#{rule.code.lower()}",
         "help": {"text": docs, "markdown": docs},
         "defaultConfiguration": {"level": "warning"},
     }
@@ -58,7 +75,8 @@ PARSE_ERROR_ENTRY = {
     "name": "unreadable-file",
     "shortDescription": {"text": "A file that could not be read, decoded or parsed"},
     "fullDescription": {"text": "devlint could not read, decode or parse this file, so no rule checked it."},
-    "help": {"text": "Fix the syntax error or encoding, or exclude the file."},
+    "help": {"text": "Fix the syntax error or encoding, or exclude the file.",
+             "markdown": "Fix the syntax error or encoding, or exclude the file."},
     "defaultConfiguration": {"level": "error"},
 }
 

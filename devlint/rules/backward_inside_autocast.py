@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import libcst as cst
+
+from .. import edits
 from ..amp import Frame, FrameRule
+from ..rule import NodeFix
 
 
 class BackwardInsideAutocast(FrameRule):
@@ -62,9 +66,36 @@ with torch.autocast("cpu"):
         out.float().mean().backward()
 ''',
     )
-    fix_safety = "This rule has no autofix: which statements end the region is the author's choice."
+    fix_safety = """
+The fix is unsafe: it moves the backward statement out of the `with` block, to just after
+it, so the backward pass no longer runs under autocast. It is offered only when the backward
+is the last statement of a one-item `with torch.autocast(...)` block that holds other
+statements too; elsewhere which statements end the region is the author's choice."""
+
+    def visit_With(self, node: cst.With) -> None:
+        if len(node.items) == 1:
+            self.__dict__.setdefault("withs", {})[id(node.items[0].item)] = node
 
     def check(self, frame: Frame) -> None:
         for event in frame.of("backward"):
             if event.region is not None:
-                self.report_at(event)
+                self.report_at(event, fix=self._fix(event))
+
+    def _fix(self, event) -> NodeFix | None:
+        """Dedent a trailing ``loss.backward()`` out of its ``with autocast(...)`` block."""
+        block = self.__dict__.get("withs", {}).get(id(event.region.node))
+        where = self.statement_of(event.node)
+        if block is None or where is None or not isinstance(block.body, cst.IndentedBlock):
+            return None
+        body = block.body.body
+        if len(body) < 2 or body[-1] is not where[1]:
+            return None
+        statement = edits.code(where[0])
+
+        def dedent(source: str, indent: str) -> str | None:
+            head = source[: len(source) - len(statement)].rstrip(" \t")
+            if not source.endswith(statement) or not head.endswith("\n"):
+                return None
+            return f"{head}{indent}{statement}"
+
+        return NodeFix("move the backward after the with block", ((block, dedent),), safe=False)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ..amp import Frame, FrameRule
+from ..rule import NodeFix
 
 
 class ClipWithoutUnscale(FrameRule):
@@ -51,7 +52,12 @@ def plain_step(model, opt, x):
     opt.step()
 ''',
     )
-    fix_safety = "This rule has no autofix."
+    fix_safety = """
+The fix is safe: it inserts `scaler.unscale_(optimizer)` on the line before the clip, which
+is what the clip threshold was written for; `scaler.step` then skips its own unscale. It is
+offered only when one scaler and one optimizer are stepped after the clip in that scope, no
+`unscale_` of that scaler is there already (a second one raises `RuntimeError`), and the clip
+is a statement of its own line."""
 
     def check(self, frame: Frame) -> None:
         amp = self.amp
@@ -63,4 +69,16 @@ def plain_step(model, opt, x):
                 continue
             last = before[-1].order
             if not any(last < u.order < clip.order and amp.compatible(u, clip) for u in unscales):
-                self.report_at(clip)
+                self.report_at(clip, fix=self._fix(frame, clip, unscales))
+
+    def _fix(self, frame: Frame, clip, unscales) -> NodeFix | None:
+        """Insert ``scaler.unscale_(optimizer)`` before the clip when both are unambiguous."""
+        steps = {(s.scaler, s.target) for s in frame.of("step") if s.order > clip.order and self.amp.compatible(s, clip)}
+        where = self.statement_of(clip.node)
+        if len(steps) != 1 or where is None:
+            return None
+        scaler, optimizer = steps.pop()
+        if optimizer is None or any(u.scaler == scaler for u in unscales):
+            return None
+        line = f"{scaler}.unscale_({optimizer})"
+        return NodeFix(f"insert {line} before the clip", ((where[0], lambda source, indent: f"{line}\n{indent}{source}"),))

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import libcst as cst
 
-from ..rule import Rule
+from .. import edits
+from ..device_scope import DeviceScope
+from ..rule import NodeFix, Rule
 
 
 #: The keywords of ``Tensor.cuda`` and ``Module.cuda``.
@@ -43,7 +45,13 @@ if torch.cuda.is_available():
 print(torch.cuda.device_count())
 ''',
     )
-    fix_safety = "This rule has no autofix: the device variable to move to is the author's choice."
+    fix_safety = """
+The fix is unsafe (the tensor or module then goes wherever the device points, which may be
+the CPU), and is offered only where a device is already in scope (a `device` variable or
+parameter, `self.device`, `args.device`, a `forward` input's `.device`): `x.cuda()` becomes
+`x.to(device)`, keeping `non_blocking=` and `memory_format=`. `.cuda(0)` and
+`.cuda(device=...)` name a GPU on purpose and get no fix."""
+    requires = (DeviceScope,)
 
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
@@ -56,4 +64,13 @@ print(torch.cuda.device_count())
         receiver = self.ctx.resolve(func.value)
         if receiver is not None and receiver.split(".", 1)[0] in ("torch", "numba", "cupy", "jax"):
             return  # a module attribute, not the tensor method
-        self.report(func.attr)  # the `cuda` token: on its own line in a multi-line chain, where # noqa goes
+        self.report(func.attr, fix=self._fix(node, positional, keywords))  # the `cuda` token: where # noqa goes
+
+    def _fix(self, node: cst.Call, positional, keywords) -> NodeFix | None:
+        """``x.cuda(non_blocking=True)`` -> ``x.to(device, non_blocking=True)``."""
+        found = self.ctx.analysis(DeviceScope).device()
+        if found is None or positional or "device" in keywords or any(a.star for a in node.args):
+            return None
+        to = node.func.with_changes(attr=cst.Name("to"))
+        text = edits.call(node, [edits.arg(found.as_device()), *node.args], to)
+        return NodeFix(f"use .to({found.as_device()})", ((node, text),), safe=False)

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import re
+from typing import NamedTuple
 
 import libcst as cst
 
+from .. import edits
 from ..names import dotted
 from ..rule import NodeFix, Rule
 
@@ -24,6 +26,53 @@ REPLACEMENTS = {
 }
 
 
+#: deprecated module -> the device type it implies
+_AMP_MODULES = {
+    "torch.cuda.amp": "cuda", "torch.cpu.amp": "cpu",
+    "torch.cuda.amp.autocast_mode": "cuda", "torch.cpu.amp.autocast_mode": "cpu",
+    "torch.cuda.amp.grad_scaler": "cuda", "torch.cpu.amp.grad_scaler": "cpu",
+}
+#: the names torch.amp also has (every name the deprecated modules export)
+_NEW_NAMES = ("autocast", "GradScaler", "custom_fwd", "custom_bwd")
+#: the positional parameters of the deprecated autocast classes, which torch.amp.autocast
+#: takes after device_type in another order
+_AUTOCAST_POSITIONAL = ("enabled", "dtype", "cache_enabled")
+
+
+class _Group(NamedTuple):
+    """An import of a deprecated module or of names from it, to rewrite with its uses."""
+
+    module: cst.CSTNode  # the node naming the module (replaced by new_module)
+    new_module: str
+    device: str
+    names: dict  # local name -> imported name (None: the module itself)
+    gated: bool
+
+
+def _call_text(call: cst.Call, verb: str, device: str, func_text: str) -> str | None:
+    """The call rewritten for the ``torch.amp`` signature, or ``None`` where it cannot be."""
+    if any(a.keyword is not None and a.keyword.value in ("device_type", "device") for a in call.args):
+        return None
+    literal = edits.arg(f'"{device}"')
+    if verb == "autocast":
+        if any(a.star == "*" for a in call.args):
+            return None
+        args, index = [literal], 0
+        for a in call.args:
+            if a.keyword is None and not a.star:
+                if index >= len(_AUTOCAST_POSITIONAL):
+                    return None
+                a = edits.as_keyword(a, _AUTOCAST_POSITIONAL[index])
+                index += 1
+            args.append(a)
+        return edits.call(call, args, func_text)
+    if verb == "GradScaler":  # GradScaler(device, init_scale, ...): the old positions shift by one
+        return edits.call(call, [literal, *call.args], func_text)
+    keyword = edits.arg(f'"{device}"', "device_type")  # custom_fwd(fwd=None, *, device_type, cast_inputs=None)
+    at = max((i + 1 for i, a in enumerate(call.args) if a.keyword is None), default=0)
+    return edits.call(call, [*call.args[:at], keyword, *call.args[at:]], func_text)
+
+
 #: An ``if`` test that checks the torch version: the deprecated spelling there is a fallback.
 _VERSION_GATE = re.compile(r"version|TORCH_(GREATER|LESS|VERSION)|TORCH_\d|torch_\d", re.I)
 _FALLBACK_ERRORS = ("ImportError", "ModuleNotFoundError", "AttributeError")
@@ -40,8 +89,9 @@ class DeprecatedAmpApi(Rule):
 Flags each import and each use of `torch.cuda.amp.autocast`, `torch.cuda.amp.GradScaler`,
 `torch.cuda.amp.custom_fwd`/`custom_bwd`, `torch.cpu.amp.autocast` and
 `torch.cpu.amp.GradScaler`, in any spelling (`torch.cuda.amp.X`, `from torch.cuda.amp import
-X`, `from torch.cuda import amp` then `amp.X`, as a call, a decorator or an annotation). The
-message names the `torch.amp` replacement. `torch.amp.*` and `torch.autocast` are left alone,
+X`, `from torch.cuda import amp` then `amp.X`, `import torch.cuda.amp as amp`, as a call, a
+decorator or an annotation), and `from torch.cuda.amp import *`. The message names the
+`torch.amp` replacement. `torch.amp.*` and `torch.autocast` are left alone,
 as is code that supports old PyTorch versions on purpose: the deprecated spelling on either
 arm of a version test (`torch.amp.GradScaler("cuda") if _TORCH_GREATER_EQUAL_2_4 else
 torch.cuda.amp.GradScaler()`, `if is_torch_version(">=", "2.3"): ... else: ...`), in an
@@ -70,13 +120,22 @@ with torch.autocast(dev, dtype=torch.bfloat16):
     fix_safety = """
 The fix is safe: the deprecated classes are thin wrappers that pass the device type to the
 `torch.amp` ones, so `torch.cuda.amp.GradScaler(init_scale=1024)` and
-`torch.amp.GradScaler("cuda", init_scale=1024)` behave identically. It is offered for the
-attribute spelling called with keyword arguments only (`torch.cuda.amp.autocast(dtype=...)`
-becomes `torch.amp.autocast("cuda", dtype=...)`) and for a bare `@torch.cuda.amp.custom_fwd`;
-positional arguments of the old API mean something else in the new signatures, and a
-`from torch.cuda.amp import ...` needs its uses rewritten too, so those are left to you. The
-fixed call names the device the old one implied, `"cuda"`, which DEV101 then reports: pass your
-device variable's type instead (`torch.amp.GradScaler(device.type)`)."""
+`torch.amp.GradScaler("cuda", init_scale=1024)` behave identically. Every spelling is fixed:
+`torch.cuda.amp.X(...)` becomes `torch.amp.X("cuda", ...)`; `from torch.cuda.amp import
+autocast, GradScaler` becomes `from torch.amp import autocast, GradScaler` together with every
+use (`autocast()` -> `autocast("cuda")`), and likewise `import torch.cuda.amp as amp` and
+`from torch.cuda import amp` (-> `from torch import amp`). Positional arguments are carried
+over: `autocast(True, torch.float16)` becomes `autocast("cuda", enabled=True,
+dtype=torch.float16)` (the new signature puts `device_type` first), `GradScaler(1024.0)`
+becomes `GradScaler("cuda", 1024.0)`, `@custom_fwd(cast_inputs=torch.float16)` becomes
+`@custom_fwd(device_type="cuda", cast_inputs=torch.float16)`. An import is rewritten only with
+all of its uses in one fix; where one use cannot be rewritten (the name passed around as a
+value, `*args`), or the name is also bound by a fallback import, nothing is changed.
+`from torch.cuda.amp import *` has no fix (which names it brings is unknown).
+
+The fixed call keeps the device type the old one implied, `"cuda"`, which DEV101 then reports
+with its own (unsafe) fix to the device in scope: with `--unsafe-fixes` both apply and
+`torch.cuda.amp.autocast()` ends as `torch.amp.autocast(device.type)`."""
 
     def __init__(self, ctx) -> None:
         super().__init__(ctx)
@@ -86,65 +145,78 @@ device variable's type instead (`torch.amp.GradScaler(device.type)`)."""
         self._handlers: list[cst.BaseExpression] = []  # types of the enclosing except clauses
         self._printer = cst.Module(body=[])
         self._calls: dict[int, cst.Call] = {}  # id(call.func) -> call
+        # -- for the fixes --
+        self._found: list[tuple[cst.CSTNode, str | None, str, int]] = []  # (node, name, message, statement)
+        self._decorators: set[int] = set()  # id() of decorator expressions
+        self._parents: dict[int, cst.Attribute] = {}  # id(value) -> the attribute it is the value of
+        self._refs: dict[str, list[cst.Name]] = {}  # local name -> its references outside imports
+        self._groups: list[_Group] = []
+        self._bound: dict[str, int] = {}  # local name -> how many imports bind it
 
     def _flag(self, node: cst.CSTNode, name: str | None) -> None:
         replacement = REPLACEMENTS.get(name or "")
         if replacement is None:
             return
-        if any(self._version_test(t) for t in self._gates) or any(self._fallback(t) for t in self._handlers):
+        if self._gated():
             return
-        self.report(node, self.message.format(name=name, replacement=replacement), self._fix(node, name))
+        # reported when the module is left, once every use is known (the fixes need them all)
+        self._found.append((node, name, self.message.format(name=name, replacement=replacement), self.ctx.statement_index))
+
+    def _gated(self) -> bool:
+        return any(self._version_test(t) for t in self._gates) or any(self._fallback(t) for t in self._handlers)
 
     def visit_Call(self, node: cst.Call) -> None:
         self._calls[id(node.func)] = node
 
-    def _fix(self, node: cst.CSTNode, name: str) -> NodeFix | None:
-        """``T.cuda.amp.GradScaler(init_scale=2.0**16)`` -> ``T.amp.GradScaler("cuda", init_scale=2.0**16)``.
-
-        Only the attribute spelling called with keyword arguments (positional arguments mean
-        something else in the new signatures), and bare ``custom_fwd``/``custom_bwd``."""
-        if not isinstance(node, cst.Attribute) or not isinstance(node.value, cst.Attribute):
-            return None
-        amp = node.value  # <alias>.cuda.amp
-        if amp.attr.value != "amp" or not isinstance(amp.value, cst.Attribute) or not isinstance(amp.value.value, cst.Name):
-            return None
-        device, alias = amp.value.attr.value, amp.value.value
-        if self.ctx.resolve(alias) != "torch" or device not in ("cuda", "cpu"):
-            return None
-        new_func = cst.Attribute(value=cst.Attribute(value=alias, attr=cst.Name("amp")), attr=node.attr)
-        call = self._calls.get(id(node))
-        verb = node.attr.value
-        if call is None:
-            if verb not in ("custom_fwd", "custom_bwd"):
-                return None
-            text = self._printer.code_for_node(new_func) + f'(device_type="{device}")'
-            return NodeFix(f"use torch.amp.{verb}", ((node, text),))
-        if any(a.keyword is None for a in call.args):
-            return None
-        if verb in ("custom_fwd", "custom_bwd"):
-            first = cst.Arg(cst.SimpleString(f'"{device}"'), keyword=cst.Name("device_type"), equal=cst.AssignEqual(
-                whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace("")))
-        else:
-            first = cst.Arg(cst.SimpleString(f'"{device}"'))
-        args = [first.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))] if call.args else [first]
-        new_call = call.with_changes(func=new_func, args=[*args, *call.args])
-        return NodeFix(f'use torch.amp.{verb}("{device}", ...)', ((call, self._printer.code_for_node(new_call)),))
-
     def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
         self._imports += 1
-        if node.relative or isinstance(node.names, cst.ImportStar):
+        if node.relative:
             return
         from_text = dotted(node.module)
+        if isinstance(node.names, cst.ImportStar):
+            if from_text in _AMP_MODULES and not self._gated():
+                message = self.message.format(name=f"from {from_text} import *", replacement="torch.amp, importing each name")
+                self._found.append((node, None, message, self.ctx.statement_index))
+            return
         for alias in node.names:
             name = dotted(alias.name)
             if from_text and name:
                 self._flag(alias, f"{from_text}.{name}")
+        self._group_from(node, from_text)
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        self._decorators.update(id(d.decorator) for d in node.decorators)
+
+    visit_ClassDef = visit_FunctionDef
 
     def leave_ImportFrom(self, node: cst.ImportFrom) -> None:
         self._imports -= 1
 
     def visit_Import(self, node: cst.Import) -> None:
         self._imports += 1
+        for alias in node.names:
+            full = dotted(alias.name)
+            local = alias.asname.name.value if alias.asname is not None and isinstance(alias.asname.name, cst.Name) else None
+            if local is None:
+                continue
+            self._bound[local] = self._bound.get(local, 0) + 1
+            if full in _AMP_MODULES:
+                self._groups.append(_Group(alias.name, "torch.amp", _AMP_MODULES[full], {local: None}, self._gated()))
+
+    def _group_from(self, node: cst.ImportFrom, module: str | None) -> None:
+        """Record what ``from torch.cuda.amp import X`` / ``from torch.cuda import amp`` binds."""
+        names: dict[str, str | None] = {}
+        for alias in node.names:
+            name = dotted(alias.name)
+            local = alias.asname.name.value if alias.asname is not None and isinstance(alias.asname.name, cst.Name) else name
+            if local:
+                self._bound[local] = self._bound.get(local, 0) + 1
+                names[local] = name
+        if module in _AMP_MODULES:
+            if all(n in _NEW_NAMES for n in names.values()):
+                self._groups.append(_Group(node.module, "torch.amp", _AMP_MODULES[module], names, self._gated()))
+        elif module in ("torch.cuda", "torch.cpu") and all(n == "amp" for n in names.values()):
+            self._groups.append(_Group(node.module, "torch", module[6:], dict.fromkeys(names), self._gated()))
 
     def leave_Import(self, node: cst.Import) -> None:
         self._imports -= 1
@@ -189,6 +261,7 @@ device variable's type instead (`torch.amp.GradScaler(device.type)`)."""
 
     def visit_Attribute(self, node: cst.Attribute) -> None:
         self._skip.add(id(node.attr))
+        self._parents[id(node.value)] = node
         if not self._imports and id(node) not in self._skip:
             self._flag(node, self.ctx.resolve(node))
 
@@ -202,5 +275,98 @@ device variable's type instead (`torch.amp.GradScaler(device.type)`)."""
     def visit_Name(self, node: cst.Name) -> None:
         if self._imports or id(node) in self._skip:
             return
+        self._refs.setdefault(node.value, []).append(node)
         self._flag(node, self.ctx.resolve(node))
+
+    # -- reports and fixes --------------------------------------------------------------------
+    def leave_Module(self, node: cst.Module) -> None:
+        fixes: dict[int, NodeFix] = {}
+        for group in self._groups:
+            fix = self._group_fix(group)
+            if fix is None:
+                continue
+            fixes[id(group.module)] = fix
+            for local, name in group.names.items():
+                for ref in self._refs.get(local, ()):
+                    fixes[id(ref) if name is not None else id(self._parents.get(id(ref), ref))] = fix
+        ctx = self.ctx
+        saved = ctx.statement_index
+        try:
+            for found, name, message, top in self._found:
+                ctx.statement_index = top  # the statement holding the node (see FrameRule.report_at)
+                fix = fixes.get(id(found))
+                if fix is None and isinstance(found, cst.ImportAlias):
+                    fix = fixes.get(id(self._module_of(found)))
+                if fix is None and name is not None:
+                    fix = self._attribute_fix(found, name)
+                self.report(found, message, fix)
+        finally:
+            ctx.statement_index = saved
+
+    def _module_of(self, alias: cst.ImportAlias) -> cst.CSTNode | None:
+        """The module node of the from-import group an imported alias belongs to."""
+        local = alias.asname.name.value if alias.asname is not None and isinstance(alias.asname.name, cst.Name) else dotted(alias.name)
+        for group in self._groups:
+            if local in group.names and group.names[local] is not None:
+                return group.module
+        return None
+
+    def _group_fix(self, group: "_Group") -> NodeFix | None:
+        """One fix for an import and every use of what it binds: ``from torch.cuda.amp import
+        autocast`` -> ``from torch.amp import autocast`` with ``autocast()`` -> ``autocast("cuda")``.
+        ``None`` when any use cannot be rewritten (the import alone would break it)."""
+        if group.gated:
+            return None
+        replacements: list[tuple[cst.CSTNode, str]] = [(group.module, group.new_module)]
+        for local, name in group.names.items():
+            if self._bound.get(local, 0) != 1:
+                return None  # bound by another import too (a try/except fallback): leave it
+            for ref in self._refs.get(local, ()):
+                target: cst.CSTNode = ref
+                verb = name
+                if name is None:  # the module: its uses are amp.X
+                    parent = self._parents.get(id(ref))
+                    if parent is None or parent.attr.value not in _NEW_NAMES:
+                        return None
+                    target, verb = parent, parent.attr.value
+                edit = self._use_edit(target, verb, group.device, self._printer.code_for_node(target))
+                if edit is False:
+                    return None
+                if edit is not None:
+                    replacements.append(edit)
+        return NodeFix(f'import from {group.new_module} and pass the device type "{group.device}"', tuple(replacements))
+
+    def _use_edit(self, func: cst.CSTNode, verb: str, device: str, func_text: str):
+        """The edit of one use of ``verb`` (autocast, GradScaler, custom_fwd/bwd) spelled
+        ``func_text``: ``None`` when it needs none, ``False`` when it cannot be rewritten."""
+        call = self._calls.get(id(func))
+        if call is not None:
+            text = _call_text(call, verb, device, func_text)
+            return False if text is None else (call, text)
+        if id(func) in self._decorators and verb in ("custom_fwd", "custom_bwd"):
+            return (func, f'{func_text}(device_type="{device}")')
+        return None if verb == "GradScaler" else False  # isinstance(s, GradScaler) stays true
+
+    def _attribute_fix(self, node: cst.CSTNode, name: str) -> NodeFix | None:
+        """``T.cuda.amp.GradScaler(init_scale=2.0**16)`` -> ``T.amp.GradScaler("cuda", init_scale=2.0**16)``."""
+        if not isinstance(node, cst.Attribute):
+            return None
+        parts = name.split(".")  # torch.<device>.amp[.autocast_mode|.grad_scaler].X
+        head = node
+        for _ in range(len(parts) - 3):
+            head = head.value if isinstance(head, cst.Attribute) else None
+        # head is now <T>.<device>.amp
+        if not isinstance(head, cst.Attribute) or not isinstance(head.value, cst.Attribute):
+            return None
+        root = head.value.value
+        if not isinstance(root, cst.Name) or self.ctx.resolve(root) != "torch":
+            return None  # spelled through a module alias: the import's group fix covers it
+        device, verb = parts[1], parts[-1]
+        func_text = f"{root.value}.amp.{verb}"
+        edit = self._use_edit(node, verb, device, func_text)
+        if edit is None:  # a GradScaler that is not called: the name alone changes
+            edit = (node, func_text)
+        if edit is False:
+            return None
+        return NodeFix(f'use torch.amp.{verb} with the device type "{device}"', (edit,))
 

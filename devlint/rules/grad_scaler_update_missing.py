@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ..amp import Frame, FrameRule
+from ..rule import NodeFix
 
 
 class GradScalerUpdateMissing(FrameRule):
@@ -41,7 +42,11 @@ step() has already been called since the last update()`."""
             scaler.update()
 ''',
     )
-    fix_safety = "This rule has no autofix."
+    fix_safety = """
+The fix is unsafe: it adds `scaler.update()` on the line after `scaler.step(...)`, which
+changes how the loss scale evolves. It is offered only when that is the scaler's only `step`
+in the scope and no `update()` of it exists anywhere there (a second `update()` with no step
+between raises `RuntimeError`), and the step is a statement of its own line."""
 
     def check(self, frame: Frame) -> None:
         amp = self.amp
@@ -51,4 +56,14 @@ step() has already been called since the last update()`."""
             if not any(
                 u.scaler == step.scaler and u.loops[:depth] == step.loops and amp.compatible(step, u) for u in updates
             ):
-                self.report_at(step, self.message.format(scaler=step.scaler))
+                self.report_at(step, self.message.format(scaler=step.scaler), self._fix(frame, step, updates))
+
+    def _fix(self, frame: Frame, step, updates) -> NodeFix | None:
+        """Add ``scaler.update()`` after the scaler's only step, where it has no update at all."""
+        where = self.statement_of(step.node)
+        if where is None or any(u.scaler == step.scaler for u in updates):
+            return None
+        if sum(1 for s in frame.of("step") if s.scaler == step.scaler) != 1:
+            return None
+        line = f"{step.scaler}.update()"
+        return NodeFix(f"add {line} after the step", ((where[0], lambda source, indent: f"{source}\n{indent}{line}"),), safe=False)

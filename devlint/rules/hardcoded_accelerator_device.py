@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import libcst as cst
 
+from .. import edits, settings
+from ..device_scope import DeviceScope
 from ..devices import device_arguments, is_cpu, literal_device
 from ..guards import config_flag, string_value
 from ..names import dotted
-from ..rule import Rule
+from ..rule import NodeFix, Rule
 
 _DEFAULT_SETTERS = {"torch.set_default_device", "torch.set_default_tensor_type"}
 
@@ -72,18 +74,31 @@ if not torch.cuda.is_available():
 model = torch.nn.Linear(4, 2).to(device)
 ''',
     )
-    fix_safety = "This rule has no autofix: which variable holds the device is the author's choice."
+    fix_safety = """
+The fix is unsafe: it changes where the code runs. Where a device is already in scope (a
+`device`/`dev`/`*_device` variable or parameter, `self.device`, `args.device` with a
+`--device` option, the `.device` of a `forward` input), the literal is replaced by it:
+`.to("cuda")` becomes `.to(device)`, `torch.autocast("cuda")` becomes
+`torch.autocast(device.type)` (`torch.device(x).type` when the variable may be a string). A
+literal that *defines* the device (`DEVICE = "cuda:0"`, `device = torch.device("cuda")`) becomes
+the guarded choice `"cuda" if torch.cuda.is_available() else "cpu"`; with `torch-version =
+"2.6"` or later in `[tool.devlint]`, `torch.accelerator.current_accelerator().type if
+torch.accelerator.is_available() else "cpu"`, which also picks MPS or XPU (the message then
+suggests `torch.accelerator` too). Elsewhere, with no device
+in scope, there is no fix: which variable to pass is the author's choice."""
+    requires = (DeviceScope,)
 
     def __init__(self, ctx) -> None:
         super().__init__(ctx)
         # per scope: name -> [literal node, used as device?, also bound to something else?]
         self._bindings: list[dict[str, list]] = [{}]
         self._comparing = 0  # inside `x.device == torch.device("cuda")`: a test, not a placement
+        self._arms: set[int] = set()  # literals that are an arm of `"cuda" if args.cuda else "cpu"`
 
     # -- names bound to a literal -------------------------------------------------------------
     def _bind(self, name: str, value: cst.BaseExpression) -> None:
         scope = self._bindings[-1]
-        value = _flagged_arm(value, self.ctx) or value
+        value = self._arm(value)
         if literal_device(value) is not None and not self.ctx.guarded:
             entry = scope.get(name)
             if entry is None:
@@ -120,7 +135,7 @@ model = torch.nn.Linear(4, 2).to(device)
     def _flush(self, scope: dict[str, list]) -> None:
         for literal, used, rebound in scope.values():
             if literal is not None and used and not rebound:
-                self.report(literal, _message(self.message, literal_device(literal)))
+                self.report(literal, _message(self.message, literal_device(literal)), self._choice(literal))
 
     def _use(self, expr: cst.BaseExpression) -> None:
         name = dotted(expr)
@@ -146,7 +161,7 @@ model = torch.nn.Linear(4, 2).to(device)
             arg = node.args[0].value
             device = literal_device(arg) or _cuda_tensor_type(arg, self.ctx)
             if device:
-                self.report(arg, _message(self.message, device))
+                self.report(arg, _message(self.message, device), self._replace(arg, self._scope().device(), "device"))
             return
         if name in ("torch.amp.GradScaler", "torch.GradScaler") and any(
             (a.keyword is not None and a.keyword.value == "enabled" and dotted(a.value) != "True") or a.star == "**"
@@ -156,12 +171,65 @@ model = torch.nn.Linear(4, 2).to(device)
         if name in ("torch.amp.custom_fwd", "torch.amp.custom_bwd"):
             return  # device_type there names the autocast state to check: harmless on a CPU
         for arg in device_arguments(node, self.ctx):
-            arg = _flagged_arm(arg, self.ctx) or arg
+            arg = self._arm(arg)
             device = literal_device(arg)
             if device is None:
                 self._use(arg)
             elif not self.ctx.guarded:
-                self.report(arg, _message(self.message, device))
+                self.report(arg, _message(self.message, device), self._fix(node, name, arg))
+
+    def _arm(self, expr: cst.BaseExpression) -> cst.BaseExpression:
+        arm = _flagged_arm(expr, self.ctx)
+        if arm is None:
+            return expr
+        self._arms.add(id(arm))
+        return arm
+
+    # -- fixes --------------------------------------------------------------------------------
+    def _scope(self) -> DeviceScope:
+        return self.ctx.analysis(DeviceScope)
+
+    def _fix(self, call: cst.Call, name: str | None, literal: cst.BaseExpression) -> NodeFix | None:
+        """The device in scope for the literal, or the guarded choice where it defines one."""
+        if id(literal) in self._arms:  # "cuda" if args.cuda else "cpu": keep the flag, fall back
+            return self._choice(literal)
+        scope = self._scope()
+        positional = edits.positional(call)
+        first = positional[0].value if positional else None
+        keyword = next((a.keyword.value for a in call.args if a.value is literal and a.keyword is not None), None)
+        if name == "torch.device" and (literal is first or keyword == "type"):
+            found = scope.device()
+            if found is None or scope.defining():
+                return self._choice(literal)
+            return self._replace(call, found, "device")
+        if keyword == "pin_memory_device":
+            return None
+        if keyword == "device_type" or (literal is first and name not in (None, "torch.set_default_device") and name.startswith("torch.")):
+            return self._replace(literal, scope.device(), "type")
+        return self._replace(literal, scope.device(), "device")
+
+    def _replace(self, node: cst.CSTNode, found, kind: str) -> NodeFix | None:
+        if found is None:
+            return None
+        text = found.as_device() if kind == "device" else found.as_type(self._scope().torch_name())
+        if text is None:
+            return None
+        return NodeFix(f"use the device in scope: {text}", ((node, text),), safe=False)
+
+    def _choice(self, literal: cst.BaseExpression) -> NodeFix | None:
+        """``"cuda"`` -> ``"cuda" if torch.cuda.is_available() else "cpu"``."""
+        torch = self._scope().torch_name()
+        device = literal_device(literal)
+        if torch is None or device is None:
+            return None
+        if settings.has_accelerator_api() and ":" not in device:  # torch-version >= 2.6: any accelerator
+            text = f'{torch}.accelerator.current_accelerator().type if {torch}.accelerator.is_available() else "cpu"'
+        else:
+            test = _TEST[device.split(":", 1)[0]].replace("torch.", f"{torch}.", 1)
+            text = f'{edits.code(literal)} if {test} else "cpu"'
+        if id(literal) in self._arms:
+            text = f"({text})"
+        return NodeFix(f'fall back to the CPU: {text}', ((literal, text),), safe=False)
 
 
 def _flagged_arm(expr: cst.BaseExpression, ctx) -> cst.BaseExpression | None:
@@ -174,6 +242,13 @@ def _flagged_arm(expr: cst.BaseExpression, ctx) -> cst.BaseExpression | None:
     return None
 
 
+_TEST = {
+    "cuda": "torch.cuda.is_available()",
+    "mps": "torch.backends.mps.is_available()",
+    "xpu": "torch.xpu.is_available()",
+}
+_ACCELERATOR_CHOICE = 'torch.accelerator.current_accelerator() if torch.accelerator.is_available() else "cpu"'
+
 _CHOICE = {
     "cuda": '"cuda" if torch.cuda.is_available() else "cpu"',
     "mps": '"mps" if torch.backends.mps.is_available() else "cpu"',
@@ -182,7 +257,10 @@ _CHOICE = {
 
 
 def _message(template: str, device: str) -> str:
-    """The message with the device and a guarded choice for that kind of device."""
+    """The message with the device and a guarded choice for that kind of device (any
+    accelerator through ``torch.accelerator`` when ``torch-version`` is 2.6 or later)."""
+    if settings.has_accelerator_api():
+        return template.format(device=device, choice=_ACCELERATOR_CHOICE)
     return template.format(device=device, choice=_CHOICE[device.split(":", 1)[0]])
 
 

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import libcst as cst
 
-from ..rule import Rule
+from .. import edits
+from ..device_scope import DeviceScope
+from ..rule import NodeFix, Rule
 
 
 class LoadWithoutMapLocation(Rule):
@@ -32,7 +34,12 @@ state = torch.load("checkpoint.pt", map_location=device)
 other = torch.load("other.pt", "cpu")
 ''',
     )
-    fix_safety = "This rule has no autofix: which device to load onto is the author's choice."
+    fix_safety = """
+The fix is unsafe: it changes where the loaded tensors are placed. It adds
+`map_location=device` where a device is already in scope (a `device` variable or parameter,
+`self.device`, `args.device`), else `map_location="cpu"`, which loads anywhere; the tensors
+then need moving to the device they are used on."""
+    requires = (DeviceScope,)
 
     def visit_Call(self, node: cst.Call) -> None:
         if self.ctx.guarded or self.ctx.resolve(node.func) != "torch.load":
@@ -42,4 +49,7 @@ other = torch.load("other.pt", "cpu")
             return
         if any(a.keyword is not None and a.keyword.value == "map_location" for a in node.args):
             return
-        self.report(node)
+        found = self.ctx.analysis(DeviceScope).device()
+        where = found.as_device() if found is not None else '"cpu"'
+        text = edits.append_keyword(node, "map_location", where)
+        self.report(node, fix=NodeFix(f"load onto {where}: map_location={where}", ((node, text),), safe=False))
