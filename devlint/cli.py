@@ -223,7 +223,7 @@ def _summary(findings: Sequence[Finding], files: int, unsafe: bool) -> str:
     if safe and more:
         note = f" ({safe} fixable with `--fix`; {more} more with `--unsafe-fixes`)"
     elif safe:
-        note = f" ({safe} fixable with `--fix`{' --unsafe-fixes' if unsafe else ''})"
+        note = f" ({safe} fixable with `--fix --unsafe-fixes`)" if unsafe else f" ({safe} fixable with `--fix`)"
     elif more:
         note = f" ({more} fixable with `--fix --unsafe-fixes`)"
     else:

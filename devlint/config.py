@@ -119,7 +119,13 @@ def _read(path: Path) -> dict:
         with path.open("rb") as handle:
             return tomllib.load(handle)
     except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+        message = str(exc)
+        if "line" not in message:  # "(at end of document)": name the last line
+            try:
+                message += f" (line {max(1, len(path.read_bytes().splitlines()))}, the end of the file)"
+            except OSError:
+                pass
+        raise ConfigError(f"{path}: not valid TOML: {message}") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{path}: {exc}") from None
 
