@@ -314,10 +314,10 @@ def check_once(run: Run) -> int:
         report = ""
     elif run.format in ("full", "concise") and not args.quiet:
         report += _summary(findings, len(files), unsafe)
-        if fixed:
-            report += f"Fixed {_findings(fixed)}.\n"
         if args.show_fixes and args.fix:
             report += _show_fixes(fixed_by)
+        elif fixed:
+            report += f"Fixed {_findings(fixed)}.\n"
     out = sys.stderr if "-" in stdin and args.fix else sys.stdout
     if args.output_file:
         Path(args.output_file).parent.mkdir(parents=True, exist_ok=True)
@@ -393,6 +393,8 @@ def _watch(run: Run) -> int:
         print("\x1b[2J\x1b[H" if use_color() else "", end="")
         print(f"[devlint --watch] checking {' '.join(paths)}", file=sys.stderr, flush=True)
         try:
+            formats._lines.cache_clear()  # fresh source lines and settings on every pass
+            run = Run(run.args)
             check_once(run)
         except UsageError as exc:
             print(f"devlint: error: {exc}", file=sys.stderr)

@@ -278,3 +278,14 @@ def test_every_fixing_rule_states_its_safety():
     for rule in all_rules():
         if rule.code in FIXED_CODES:
             assert "safe" in rule.fix_safety and "no autofix" not in rule.fix_safety, rule.code
+
+
+def test_import_used_under_a_version_test_is_left_alone():
+    source = '''import torch
+from torch.cuda.amp import GradScaler
+scaler = GradScaler()
+if torch.__version__ < "2.3":
+    legacy = GradScaler()
+'''
+    findings = [f for f in lint(source, "a.py") if f.code == "DEV206"]
+    assert findings and all(f.fix is None for f in findings)

@@ -152,6 +152,7 @@ with its own (unsafe) fix to the device in scope: with `--unsafe-fixes` both app
         self._refs: dict[str, list[cst.Name]] = {}  # local name -> its references outside imports
         self._groups: list[_Group] = []
         self._bound: dict[str, int] = {}  # local name -> how many imports bind it
+        self._gated_refs: set[str] = set()  # local names used under a version test or fallback
 
     def _flag(self, node: cst.CSTNode, name: str | None) -> None:
         replacement = REPLACEMENTS.get(name or "")
@@ -276,6 +277,8 @@ with its own (unsafe) fix to the device in scope: with `--unsafe-fixes` both app
         if self._imports or id(node) in self._skip:
             return
         self._refs.setdefault(node.value, []).append(node)
+        if self._gated():
+            self._gated_refs.add(node.value)  # code for old torch uses it: leave the import alone
         self._flag(node, self.ctx.resolve(node))
 
     # -- reports and fixes --------------------------------------------------------------------
@@ -319,8 +322,8 @@ with its own (unsafe) fix to the device in scope: with `--unsafe-fixes` both app
             return None
         replacements: list[tuple[cst.CSTNode, str]] = [(group.module, group.new_module)]
         for local, name in group.names.items():
-            if self._bound.get(local, 0) != 1:
-                return None  # bound by another import too (a try/except fallback): leave it
+            if self._bound.get(local, 0) != 1 or local in self._gated_refs:
+                return None  # bound by another import too, or used by code for old torch: leave it
             for ref in self._refs.get(local, ()):
                 target: cst.CSTNode = ref
                 verb = name
