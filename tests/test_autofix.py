@@ -289,3 +289,10 @@ if torch.__version__ < "2.3":
 '''
     findings = [f for f in lint(source, "a.py") if f.code == "DEV206"]
     assert findings and all(f.fix is None for f in findings)
+
+
+def test_a_flag_conditional_keeps_its_flag():
+    source = 'import torch\nimport argparse\nargs = argparse.Namespace(cuda=True)\nx = torch.ones(1, device="cuda" if args.cuda else "cpu")\n'
+    new, count = fix_source(source.encode(), "a.py", ["DEV"], [], unsafe=True)
+    assert count == 1 and b'device=("cuda" if torch.cuda.is_available() else "cpu") if args.cuda else "cpu")' in new
+    assert_stable(new.decode(), unsafe=True)
