@@ -413,6 +413,33 @@ def lint(
         sys.setrecursionlimit(limit)
 
 
+
+def lint_module(
+    module: cst.Module,
+    text: str,
+    path: str = "<stdin>",
+    select: Sequence[str] = ("DEV",),
+    ignore: Sequence[str] = (),
+    rules: Sequence[type[Rule]] | None = None,
+    tree: ast.Module | None = None,
+) -> list[Finding]:
+    """Findings of the selected rules in an already-parsed libcst ``module`` whose source is
+    ``text`` (``module.code == text``), sorted by position; no pre-screen.
+
+    For callers that keep their own parse (the language server's per-statement cache). Never
+    raises: an internal failure gives one ``DEV000`` naming it. ``tree`` is as for :func:`lint`."""
+    rules = enabled_rules(select, ignore) if rules is None else rules
+    if not rules:
+        return []
+    limit = sys.getrecursionlimit()
+    try:
+        sys.setrecursionlimit(max(limit, 20000))  # libcst's codegen recurses per nesting level
+        return _analyse(module, path, text, rules, tree)
+    except Exception as exc:  # noqa: BLE001 - one bad file never aborts a run
+        return [Finding(path, 1, 0, PARSE_ERROR, f"could not analyse: {type(exc).__name__}: {exc}", 1, 0)]
+    finally:
+        sys.setrecursionlimit(limit)
+
 #: libcst's parser is superlinear in the length of one binary-operator chain (3,000 terms on a
 #: line: 30 s). Lines this long with this many operators are blanked and reported instead.
 LONG_LINE, MANY_OPERATORS = 10_000, 1_000

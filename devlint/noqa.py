@@ -100,6 +100,13 @@ def merge(line: str, codes: Iterable[str]) -> str:
     return body[:at] + sep + sep.join(new) + body[at:] + ending
 
 
+def _physical(text: str) -> list[str]:
+    """The lines of ``text`` with their endings, split where ``tokenize`` splits them (at
+    ``\\n`` only: a form feed or U+2028 inside a line does not end it)."""
+    parts = text.split("\n")
+    return [p + "\n" for p in parts[:-1]] + ([parts[-1]] if parts[-1] else [])
+
+
 def _layout(text: str) -> tuple[dict[int, tuple[int, int]], dict[int, int], set[int]] | None:
     """(line -> (first, last) line of its logical line, line -> column of its comment, lines
     whose end lies inside a string), or ``None`` when the text does not tokenize."""
@@ -156,7 +163,7 @@ def edit(text: str, line: int, codes: Iterable[str]) -> tuple[int, str] | None:
     ``line`` itself, or on the statement's last line when ``line`` ends inside a string or
     with a backslash. A ``# noqa`` that sits inside a string literal cannot be extended
     without changing the string: ``None``."""
-    lines = text.splitlines(keepends=True)
+    lines = _physical(text)
     target = _target(lines, _layout(text), line, list(codes))
     if target is None:
         return None
@@ -169,7 +176,7 @@ def add(text: str, findings: Iterable[Finding]) -> tuple[str, int]:
     """(``text`` with a ``# noqa`` for every finding, number of lines changed): what
     ``devlint check --add-noqa`` writes. Every other byte is kept; findings already
     suppressed are skipped, so a second run changes nothing."""
-    lines = text.splitlines(keepends=True)
+    lines = _physical(text)
     layout = _layout(text)
     wanted: dict[int, list[str]] = {}
     for finding in findings:

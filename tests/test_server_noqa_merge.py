@@ -96,3 +96,8 @@ def test_flake8_honours_both_codes_after_the_merge(tmp_path):
     target.write_text(f"import torch\n{merged[1]}")
     result = flake8(*args)
     assert result.stdout == "" and result.returncode == 0, result.stdout
+
+
+def test_edit_counts_lines_as_tokenize_does():
+    text = "import torch\n\x0c\nx = torch.ones(1)  # a\x0cb\ny = x.cuda()\n"
+    assert noqa.edit(text, 4, ["DEV102"]) == (4, "y = x.cuda()  # noqa: DEV102\n")

