@@ -1,4 +1,4 @@
-"""DEV104: ``torch.load`` without ``map_location``."""
+"""DEV104: ``torch.load`` (and the hub's URL loaders) without ``map_location``."""
 
 from __future__ import annotations
 
@@ -8,30 +8,44 @@ from .. import edits
 from ..device_scope import DeviceScope
 from ..rule import NodeFix, Rule
 
+#: loader -> the 0-based position of its ``map_location`` parameter.
+_LOADERS = {
+    "torch.load": 1,
+    "torch.serialization.load": 1,
+    "torch.hub.load_state_dict_from_url": 2,  # (url, model_dir=None, map_location=None, ...)
+    "torch.utils.model_zoo.load_url": 2,  # the same function under its old name
+}
+
 
 class LoadWithoutMapLocation(Rule):
     """`torch.load(f)` with no `map_location` cannot load a GPU checkpoint on a CPU."""
 
     code = "DEV104"
     name = "load-without-map-location"
-    message = "torch.load without map_location fails on a CPU-only machine for a checkpoint saved on a GPU: pass map_location=device"
+    message = "{func} without map_location fails on a CPU-only machine for a checkpoint saved on a GPU: pass map_location=device"
+    triggers = ("load(", "load_url", "load_state_dict_from_url")
     what_it_does = """
-Flags `torch.load(f)` calls that pass no `map_location` (keyword or second positional
-argument) outside an availability guard. Any `map_location` (a device variable, `"cpu"`, a
-lambda, a dict) satisfies it; `weights_only` is irrelevant. A call that forwards `**kwargs` is
-left alone, since the keyword may be among them."""
+Flags `torch.load(f)`, `torch.hub.load_state_dict_from_url(url)` and
+`torch.utils.model_zoo.load_url(url)` calls (any import spelling) that pass no `map_location`
+(keyword, or the positional argument in its place: second for `torch.load`, third for the URL
+loaders) outside an availability guard. Any `map_location` (a device variable, `"cpu"`, a
+lambda, a dict) satisfies it; `weights_only` is irrelevant. A call that forwards `*args` or
+`**kwargs` is left alone, since the argument may be among them."""
     why_bad = """
-`torch.load` restores each tensor to the device it was saved from. A checkpoint written on a
-GPU then raises `RuntimeError: Attempting to deserialize object on a CUDA device but
+`torch.load` restores each tensor to the device it was saved from, and the URL loaders call
+`torch.load` on the downloaded file. A checkpoint written on a GPU then raises
+`RuntimeError: Attempting to deserialize object on a CUDA device but
 torch.cuda.is_available() is False` on a CPU-only machine."""
     flagged = (
         '''state = torch.load("checkpoint.pt")  # expect: DEV104
+weights = torch.hub.load_state_dict_from_url("https://example.com/w.pth")  # expect: DEV104
 ''',
     )
     clean = (
         '''device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
 state = torch.load("checkpoint.pt", map_location=device)
 other = torch.load("other.pt", "cpu")
+weights = torch.hub.load_state_dict_from_url("https://example.com/w.pth", map_location="cpu")
 ''',
     )
     fix_safety = """
@@ -42,14 +56,18 @@ then need moving to the device they are used on."""
     requires = (DeviceScope,)
 
     def visit_Call(self, node: cst.Call) -> None:
-        if self.ctx.guarded or self.ctx.resolve(node.func) != "torch.load":
+        if self.ctx.guarded:
+            return
+        func = self.ctx.resolve(node.func)
+        position = _LOADERS.get(func)
+        if position is None:
             return
         positional = [a for a in node.args if a.keyword is None and not a.star]
-        if len(positional) >= 2 or any(a.star for a in node.args):
+        if len(positional) > position or any(a.star for a in node.args):
             return
         if any(a.keyword is not None and a.keyword.value == "map_location" for a in node.args):
             return
         found = self.ctx.analysis(DeviceScope).device()
         where = found.as_device() if found is not None else '"cpu"'
         text = edits.append_keyword(node, "map_location", where)
-        self.report(node, fix=NodeFix(f"load onto {where}: map_location={where}", ((node, text),), safe=False))
+        self.report(node, self.message.format(func=func), fix=NodeFix(f"load onto {where}: map_location={where}", ((node, text),), safe=False))
