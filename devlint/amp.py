@@ -436,7 +436,9 @@ class AmpAnalysis(Analysis):
         return bool(_MODULE_NAME.search(name.rsplit(".", 1)[-1].lower()))
 
     def scale_call(self, expr: cst.BaseExpression) -> str | None:
-        """The scaler's name if ``expr`` is ``scaler.scale(...)``."""
+        """The scaler's name if ``expr`` is ``scaler.scale(...)`` (also inside ``typing.cast``)."""
+        if isinstance(expr, cst.Call) and dotted(expr.func) in ("cast", "typing.cast") and len(expr.args) == 2:
+            expr = expr.args[1].value
         if (
             isinstance(expr, cst.Call)
             and isinstance(expr.func, cst.Attribute)
@@ -483,6 +485,10 @@ class AmpAnalysis(Analysis):
             if owner is not None and owner.rsplit(".", 1)[-1] in _NOT_TENSORS:
                 return
             if isinstance(receiver, cst.Call) and isinstance(receiver.func, cst.Name) and receiver.func.value == "super":
+                return
+            if owner is not None and node.args and self.is_optimizer(owner):
+                # optimizer.backward(loss): an fp16/AMP optimizer wrapper (fairseq, apex) scales itself
+                self._add("backward", node, scaled=True, region=self.current_region())
                 return
             self._add("backward", node, scaled=self._scaled(receiver), region=self.current_region())
             return

@@ -346,6 +346,8 @@ class DeviceFlow(Analysis):
                 return V(CPU)
             if base.kind == DEVB:
                 return V(DEV)
+            if base.kind == CPU and base.origins and _scalar_index(expr, base):
+                return V(CPU)  # torch.randint(0, n, (1,))[0]: 0-dim, which CUDA accepts
             if base.kind == PB:
                 return V(PITEM, group=base.group, param=base.param)
             if (base.kind in TENSORS or base.kind == PITEM) and not base.module:
@@ -641,6 +643,16 @@ class DeviceFlow(Analysis):
                 return inner
             return None
         short = name[6:]
+        if last[:1].islower() and any(part[:1].isupper() for part in short.split(".")[:-1]):
+            # a class's method: nn.Embedding.from_pretrained(w) builds a module, not a tensor
+            return V(MODEL, module=True) if last == "from_pretrained" else None
+        if short == "onnx.operators.shape_as_tensor":
+            return V(CPU)  # a shape, on the CPU by design (ONNX tracing)
+        if short in ("normal", "bernoulli", "multinomial", "poisson") and call.args and call.args[0].keyword is None:
+            first = call.args[0].value
+            if not isinstance(first, (cst.Integer, cst.Float, cst.UnaryOperation)):
+                base = self.value(first, env)  # torch.normal(mean_tensor, std): on mean's device
+                return V(base.kind) if base is not None and base.kind in TENSORS and not base.module else None
         if short in _LEGACY_CONSTRUCTORS and call.args and not any(a.keyword is not None or a.star for a in call.args):
             return V(CPU, (call,))  # torch.Tensor([...]), torch.FloatTensor(3, 4): always on the CPU
         if short in _JOINS and call.args and call.args[0].keyword is None:
@@ -660,6 +672,8 @@ class DeviceFlow(Analysis):
                 return V(CPU)
             if isinstance(first, (cst.Tuple, cst.List)) and not first.elements:
                 return None  # 0-dim
+            if _empty_size(call):
+                return V(CPU)  # torch.empty([0]): a placeholder that holds nothing
             return V(CPU, (call,))
         if last.endswith("_like") and call.args:
             base = self.value(call.args[0].value, env)
@@ -987,3 +1001,26 @@ def _cpu_side_item(expr: cst.BaseExpression) -> bool:
         return False
     lowered = name.lower()
     return lowered in _CPU_SIDE_ITEMS or lowered.rsplit("_", 1)[-1] in _CPU_SIDE_ITEMS
+
+
+def _empty_size(call: cst.Call) -> bool:
+    """``torch.empty([0])``, ``torch.zeros(0)``: a factory whose only size is 0."""
+    sizes = [a.value for a in call.args if a.keyword is None or a.keyword.value == "size"]
+    if len(sizes) == 1 and isinstance(sizes[0], (cst.Tuple, cst.List)) and len(sizes[0].elements) == 1:
+        sizes = [sizes[0].elements[0].value]
+    return len(sizes) == 1 and isinstance(sizes[0], cst.Integer) and sizes[0].value == "0"
+
+
+def _scalar_index(expr: cst.Subscript, base: V) -> bool:
+    """``t[0]`` of a 1-D factory result (``torch.randint(lo, hi, (1,))``): a 0-dim tensor."""
+    if len(expr.slice) != 1 or not isinstance(expr.slice[0].slice, cst.Index):
+        return False
+    index = expr.slice[0].slice.value
+    if isinstance(index, cst.UnaryOperation):
+        index = index.expression
+    if not isinstance(index, cst.Integer):
+        return False
+    for origin in base.origins:
+        if not any(isinstance(a.value, (cst.Tuple, cst.List)) and len(a.value.elements) == 1 for a in origin.args):
+            return False
+    return True

@@ -127,6 +127,9 @@ class _Core(Participant):
                     if isinstance(small, (cst.Import, cst.ImportFrom)):
                         self.ctx.names.add(small)
         self.ctx.scope = Scope("module", node, None, "<module>")
+        positive, negative = guards.assigned_guards(self.ctx.text, self.ctx)
+        self.ctx.guard_names |= positive
+        self.ctx.negative_guard_names |= negative
         if any(imports_cuda_only(statement) for statement in node.body):
             self.ctx.guard_depth += 1  # a top-level `import apex`: the whole module needs CUDA anyway
         self._early_exits(node.body)
