@@ -19,7 +19,8 @@ function (or module), or, for a step inside a loop, not in that loop's body. An 
 the other arm of an `if` does not count; a step and an update together under one condition
 (gradient accumulation: `if (i + 1) % accum == 0:`), an update after a conditional step, and
 several `scaler.step` calls (two optimizers, also `for opt in optimizers: scaler.step(opt)`
-followed by one `update()` after that loop) sharing one `update()` are fine."""
+followed by one `update()` after that loop) sharing one `update()` are fine, and so is a
+scaler held by the object (`self.scaler`) whose `update()` another method of the file calls."""
     why_bad = """
 `update()` adjusts the scale factor and resets the scaler's per-step state. Without it the
 scale never grows back after an overflow, and the next `scaler.step` raises `RuntimeError:
@@ -61,6 +62,8 @@ between raises `RuntimeError`), and the step is a statement of its own line."""
         updates = list(frame.of("update"))
         for step in frame.of("step"):
             depth = len(step.loops)
+            if step.scaler.startswith("self.") and f"{step.scaler}.update(" in self.ctx.text:
+                continue  # a scaler of the object, updated by another method (composer's trainer)
             if not any(
                 u.scaler == step.scaler and amp.compatible(step, u)
                 and (u.loops[:depth] == step.loops or self._after_optimizer_loop(step, u))
