@@ -81,11 +81,13 @@ class Region:
     ``None`` for unknown), ``enabled`` (``True``, ``False`` for a literal False, or
     ``"expr"``) and whether it is the deprecated ``torch.cuda.amp``/``torch.cpu.amp`` API."""
 
-    __slots__ = ("node", "device", "dtype", "enabled", "deprecated", "top")
+    __slots__ = ("node", "device", "dtype", "enabled", "deprecated", "top", "open_device")
 
-    def __init__(self, node, device, dtype, enabled, deprecated, top=0) -> None:
+    def __init__(self, node, device, dtype, enabled, deprecated, top=0, open_device=False) -> None:
         self.node, self.device, self.dtype = node, device, dtype
         self.enabled, self.deprecated = enabled, deprecated
+        #: no dtype and a device type held in an expression (``device.type``, ``str(device)``)
+        self.open_device = open_device
         #: the engine's index of the top-level statement holding the node (see FrameRule)
         self.top = top
 
@@ -101,6 +103,12 @@ class Region:
         if self.dtype is not None:
             return self.dtype == "float16"
         return self.device == "cuda"
+
+    @property
+    def maybe_float16(self) -> bool:
+        """float16, or possibly so: no dtype and a device type held in an expression
+        (``torch.autocast(device_type=device.type)``), which is float16 where it is CUDA."""
+        return self.float16 or (self.dtype is None and self.open_device)
 
 
 class Event:
@@ -162,6 +170,8 @@ class AmpAnalysis(Analysis):
         self._path: list[tuple[cst.If, int]] = []
         self._arms: dict[int, tuple[cst.If, int]] = {}
         self._loops: list[int] = []
+        #: id of a ``for`` loop -> the names it binds (``for opt in optimizers``)
+        self.loop_targets: dict[int, set[str]] = {}
         self._with_pushed: dict[int, int] = {}
         self._keys: dict[int, tuple[str, bool]] = {}
         self._printer = cst.Module(body=[])
@@ -214,6 +224,10 @@ class AmpAnalysis(Analysis):
 
     def visit_For(self, node) -> None:
         self._loops.append(id(node))
+        if isinstance(node, cst.For):
+            target = node.target
+            elements = [e.value for e in target.elements] if isinstance(target, (cst.Tuple, cst.List)) else [target]
+            self.loop_targets[id(node)] = {n for n in map(dotted, elements) if n}
 
     def leave_For(self, node) -> None:
         self._loops.pop()
@@ -305,7 +319,9 @@ class AmpAnalysis(Analysis):
             enabled = False
         else:
             enabled = "expr"
-        return Region(expr, device, dtype, enabled, implied is not None, getattr(self.ctx, "statement_index", 0))
+        device_expr = args.get("device_type")
+        open_device = implied is None and dtype_expr is None and device_expr is not None and string_value(device_expr) is None
+        return Region(expr, device, dtype, enabled, implied is not None, getattr(self.ctx, "statement_index", 0), open_device)
 
     def dtype(self, expr: cst.BaseExpression) -> str | None:
         """``"float16"``/``"bfloat16"``/another torch dtype name, or ``None`` when unknown."""
@@ -420,7 +436,9 @@ class AmpAnalysis(Analysis):
         return bool(_MODULE_NAME.search(name.rsplit(".", 1)[-1].lower()))
 
     def scale_call(self, expr: cst.BaseExpression) -> str | None:
-        """The scaler's name if ``expr`` is ``scaler.scale(...)``."""
+        """The scaler's name if ``expr`` is ``scaler.scale(...)`` (also inside ``typing.cast``)."""
+        if isinstance(expr, cst.Call) and dotted(expr.func) in ("cast", "typing.cast") and len(expr.args) == 2:
+            expr = expr.args[1].value
         if (
             isinstance(expr, cst.Call)
             and isinstance(expr.func, cst.Attribute)
@@ -467,6 +485,10 @@ class AmpAnalysis(Analysis):
             if owner is not None and owner.rsplit(".", 1)[-1] in _NOT_TENSORS:
                 return
             if isinstance(receiver, cst.Call) and isinstance(receiver.func, cst.Name) and receiver.func.value == "super":
+                return
+            if owner is not None and node.args and self.is_optimizer(owner):
+                # optimizer.backward(loss): an fp16/AMP optimizer wrapper (fairseq, apex) scales itself
+                self._add("backward", node, scaled=True, region=self.current_region())
                 return
             self._add("backward", node, scaled=self._scaled(receiver), region=self.current_region())
             return

@@ -19,10 +19,17 @@ Kinds:
 * ``MODEL``: a module that was not moved (``nn.Linear(...)``, a local ``nn.Module`` class);
 * ``INP``: inside ``forward``, an input or a parameter/buffer of the module (on the module's
   device, whatever it is);
-* ``CPUDEV``: a device object or string that names the CPU.
+* ``CPUDEV``: a device object or string that names the CPU;
+* ``PARAM``: a parameter of a module-level function (unknown, but a same-module call site may
+  tell: ``train(model, loader)`` with a moved model and a ``DataLoader``);
+* ``PB``/``PITEM``: a batch (and its items) from iterating something unknown (a parameter,
+  ``self.loader``); items of one batch share a *group*. Once some item of a group is moved to a
+  device, the others are known to be CPU-side too (the author's own code says where the data
+  comes from and where the model lives);
+* ``ENUM``/``ZIP``: ``enumerate(loader)``/``zip(a, b)`` bound to a name before the loop.
 
-Anything else, a parameter, a helper's return value, an unresolved call, is unknown (``None``)
-and never leads to a finding.
+Anything else, a helper's return value, an unresolved call, is unknown (``None``) and never
+leads to a finding.
 """
 
 from __future__ import annotations
@@ -37,6 +44,9 @@ from .names import dotted
 from .rule import Analysis
 
 CPU, DEV, CPUB, DEVB, LOADER, MODEL, INP, CPUDEV = "cpu", "dev", "cpub", "devb", "loader", "model", "inp", "cpudev"
+PARAM, PB, PITEM, ENUM, ZIP = "param", "pbatch", "pitem", "enum", "zip"
+#: kinds that only mean something in the frame that made them (never stored on ``self``)
+_LOCAL_KINDS = frozenset({PARAM, PB, PITEM, ENUM, ZIP})
 TENSORS = (CPU, DEV, INP)
 
 #: torch factories that allocate on the default (CPU) device unless given ``device=``.
@@ -58,6 +68,29 @@ _TENSOR_META = frozenset("shape device dtype ndim is_cuda requires_grad layout n
 #: Methods of a module that return the module itself.
 _SELF_METHODS = frozenset("eval train float half double bfloat16 requires_grad_ share_memory".split())
 _PASSTHROUGH_ITER = frozenset({"tqdm", "iter", "list", "tuple", "sorted", "reversed", "trange_over"})
+#: ``model.generate(...)`` and the like call the model (RULES.md DEV111)
+_MODEL_METHODS = frozenset({"generate", "forward", "encode"})
+#: wrappers that keep the placement of the module they wrap (DataParallel scatters: not here)
+_KEEPING_WRAPPERS = frozenset({"compile", "DistributedDataParallel", "FullyShardedDataParallel"})
+_LEGACY_CONSTRUCTORS = frozenset(
+    "Tensor FloatTensor DoubleTensor HalfTensor BFloat16Tensor LongTensor IntTensor ShortTensor CharTensor ByteTensor BoolTensor".split()
+)
+_JOINS = frozenset({"stack", "cat", "concat", "concatenate", "vstack", "hstack", "dstack"})
+#: callee names that say "a model" (for a parameter or an attribute the linter cannot see)
+_MODEL_CALLEE = re.compile(
+    r"(^|_)(model|models|net|network|module|encoder|decoder|backbone|classifier|generator|discriminator|"
+    r"transformer|unet|student|teacher|policy|critic|actor|detector|segmenter|autoencoder|vae|gan)s?$",
+    re.I,
+)
+#: callee names that say "a loss" (``criterion(out, y)``), not a helper computing one
+_LOSS_CALLEE = re.compile(r"^(\w+_)?(loss|criterion|crit)(_?(fn|func|fct|fcn|function|module|mod))?$", re.I)
+_HELPER_PREFIX = re.compile(r"^(compute|calc|calculate|get|eval|evaluate|run|do|make|build|update|step|train|log)_", re.I)
+#: batch items that are CPU-side by design (``pack_padded_sequence`` lengths) or not tensors
+_CPU_SIDE_ITEMS = frozenset(
+    "len lens length lengths size sizes count counts meta metas metadata info infos name names path paths "
+    "file files filename filenames fname fnames idx index indices key keys text texts caption captions "
+    "sentence sentences prompt prompts str string strings word words raw uid uids url urls".split()
+)
 _SCATTERS = ("DataParallel", "DistributedDataParallel")
 _MODULE_NAME = re.compile(r"(model|net|module|encoder|decoder|backbone|classifier)", re.I)
 _SCALAR_ANNOTATIONS = frozenset({"int", "float", "bool", "str", "Optional[int]", "Optional[float]", "Optional[bool]"})
@@ -67,10 +100,16 @@ class V:
     """A value's kind; ``origins`` are the factory calls a CPU tensor comes from; ``module``
     marks a module (as opposed to a tensor); ``explicit`` a tensor placed by ``.cpu()``."""
 
-    __slots__ = ("kind", "origins", "module", "loss", "explicit")
+    __slots__ = ("kind", "origins", "module", "loss", "explicit", "group", "param")
 
-    def __init__(self, kind: str, origins: tuple = (), module: bool = False, loss: bool = False, explicit: bool = False) -> None:
+    def __init__(
+        self, kind: str, origins: tuple = (), module: bool = False, loss: bool = False, explicit: bool = False,
+        group: int | None = None, param: tuple[str, str] | None = None,
+    ) -> None:
         self.kind, self.origins, self.module, self.loss, self.explicit = kind, origins, module, loss, explicit
+        #: ``group``: the batch a PB/PITEM (or a DEV moved from one) belongs to; ``param``:
+        #: ``(function, parameter)`` a PARAM is, or that a PB/PITEM was iterated from
+        self.group, self.param = group, param
 
     def __repr__(self) -> str:  # pragma: no cover - debugging aid
         return f"V({self.kind}{', module' if self.module else ''}{', loss' if self.loss else ''})"
@@ -94,7 +133,7 @@ class ClassInfo:
 class Frame:
     """A module body or a function body."""
 
-    __slots__ = ("vars", "parent", "cls", "self_name", "node", "name", "returns", "moved", "silent", "forward", "kind")
+    __slots__ = ("vars", "parent", "cls", "self_name", "node", "name", "returns", "moved", "silent", "forward", "kind", "moved_groups")
 
     def __init__(self, kind: str, node, parent: "Frame | None", cls: ClassInfo | None, self_name: str | None) -> None:
         self.kind, self.node, self.parent, self.cls, self.self_name = kind, node, parent, cls, self_name
@@ -102,6 +141,8 @@ class Frame:
         self.vars: dict[str, V | None] = {}
         self.returns: list[V | None] = []
         self.moved = False
+        #: batch groups some item of which was moved to a device in this frame
+        self.moved_groups: set[int] = set()
         self.silent = bool(parent and parent.silent) or bool(cls and cls.silent)
         self.forward = bool(cls and cls.is_module and self.name == "forward" and self_name)
 
@@ -119,6 +160,13 @@ class DeviceFlow(Analysis):
         self._memo: dict[int, V | None] = {}
         text = ctx.text
         self.file_silent = (".prepare(" in text and "accelerat" in text) or "setup_dataloaders" in text or "Fabric(" in text
+        #: nn.DataParallel scatters CPU inputs itself: a model of unknown kind may be one
+        self.scatters = "DataParallel(" in text.replace("DistributedDataParallel(", "")
+        #: module-level function -> positional parameter names (``None``: defined twice)
+        self.signatures: dict[str, list[str] | None] = {}
+        #: function name -> [(positional kinds, keyword kinds, has *args/**kwargs)] per call site
+        self.call_sites: dict[str, list[tuple[list, dict, bool]]] = {}
+        self.functions: set[str] = set()
 
     # ---- queries ------------------------------------------------------------------------
     @property
@@ -161,33 +209,110 @@ class DeviceFlow(Analysis):
 
     def receives_cpu(self, call: cst.Call) -> bool:
         """DEV111: is ``call`` a moved model (or a loss on a device tensor) given a CPU tensor?"""
-        if self.silent or not call.args:
-            return False
-        func = call.func
-        callee = None
+        return self.check_call(call)[0]
+
+    def _callee(self, func: cst.BaseExpression) -> tuple[V | None, cst.BaseExpression | None]:
+        """(kind of the called model or loss, the expression naming it) for ``model(...)``,
+        ``self.net(...)``, ``model.generate/forward/encode(...)``; ``(None, None)`` otherwise."""
         if isinstance(func, cst.Name):
-            callee = self.lookup(func.value)
-        elif isinstance(func, cst.Attribute):
+            return self.lookup(func.value), func
+        if isinstance(func, cst.Attribute):
             if self.is_self(func.value):
-                callee = self.self_attr(func.attr.value)
-            elif func.attr.value in ("generate", "forward"):
+                return self.self_attr(func.attr.value), func
+            if func.attr.value in _MODEL_METHODS:
                 receiver = self.value(func.value)
-                callee = receiver if receiver is not None and receiver.module else None
-        loss = (callee is not None and callee.loss) or (callee is None and self.is_loss_function(func))
-        if callee is None and not loss:
+                if receiver is not None and (receiver.module or receiver.kind == PARAM):
+                    return receiver, func.value
+                if receiver is None and self.model_named(func.value):
+                    return None, func.value
+                return None, None
+            return None, func  # trainer.model(x): known only by its name
+        return None, None
+
+    def model_named(self, expr: cst.BaseExpression | None) -> bool:
+        """``model``, ``self.net``, ``encoder``: a name that says "a model", not a function or
+        class of this module (whose body may move its inputs itself)."""
+        name = dotted(expr)
+        if name is None or name in self.functions or name in self.local_modules:
             return False
-        cpu = dev = False
-        for arg in call.args:
-            v = self.value(arg.value)
+        return bool(_MODEL_CALLEE.search(name.rsplit(".", 1)[-1]))
+
+    def loss_named(self, expr: cst.BaseExpression | None) -> bool:
+        """``criterion``, ``loss_fn``, ``self.ce_loss``: a name that says "a loss function"."""
+        name = dotted(expr)
+        if name is None or name in self.functions:
+            return False
+        last = name.rsplit(".", 1)[-1]
+        return bool(_LOSS_CALLEE.match(last)) and not _HELPER_PREFIX.match(last)
+
+    def check_call(self, call: cst.Call) -> tuple[bool, frozenset]:
+        """DEV111 for one call: ``(report now, requirements)``. ``requirements`` is a set of
+        ``(function, parameter, kind)`` under which the call is the bug: every same-module call
+        site of ``function`` passes a value of ``kind`` (``DEV``: a moved model; ``LOADER``: a
+        DataLoader) as ``parameter``. Checked once the module is done
+        (:meth:`requirements_met`)."""
+        none = (False, frozenset())
+        if self.silent or not call.args:
+            return none
+        func = call.func
+        callee, named = self._callee(func)
+        known = callee is not None and callee.kind != PARAM
+        loss = (known and callee.loss) or (not known and (self.is_loss_function(func) or self.loss_named(named)))
+        modelish = known and callee.kind == DEV
+        unknown_model = not known and not loss and self.model_named(named)
+        if not (modelish or loss or unknown_model or (callee is not None and callee.kind == PARAM)):
+            return none
+        values = [(arg, self.value(arg.value)) for arg in call.args]
+        moved = set(self.frame.moved_groups)
+        moved.update(v.group for _, v in values if v is not None and v.group is not None and v.kind in (DEV, DEVB))
+        cpu = dev = evidence = False
+        loaders: set[tuple[str, str]] = set()
+        for arg, v in values:
             if v is None or v.explicit or v.module:
                 continue
             if v.kind == CPU or (v.kind == CPUB and (arg.star or not loss)):
                 cpu = True
             elif v.kind in (DEV, DEVB):
                 dev = True
-        if loss and (callee is None or callee.kind != DEV):
-            return cpu and dev
-        return cpu and callee is not None and callee.kind == DEV
+            elif (v.kind == PITEM or (v.kind == PB and arg.star)) and not _cpu_side_item(arg.value):
+                if v.group in moved:
+                    evidence = True  # another item of this batch was moved: this one is on the CPU
+                elif v.param is not None:
+                    loaders.add(v.param)
+        if loss:
+            on_device = dev or (known and callee.kind == DEV)
+            if on_device and (cpu or evidence):
+                return True, frozenset()
+            return (False, frozenset((f, p, LOADER) for f, p in loaders)) if on_device and loaders else none
+        if modelish:
+            if cpu or evidence:
+                return True, frozenset()
+            return (False, frozenset((f, p, LOADER) for f, p in loaders)) if loaders else none
+        if unknown_model and evidence and dev and not self.scatters:
+            return True, frozenset()
+        if callee is not None and callee.kind == PARAM and not self.scatters:
+            needs = {(*callee.param, DEV)}
+            if cpu:
+                return False, frozenset(needs)
+            if loaders:
+                return False, frozenset(needs | {(f, p, LOADER) for f, p in loaders})
+        return none
+
+    def requirements_met(self, requirements: frozenset) -> bool:
+        """Does every same-module call site pass what ``requirements`` need (see
+        :meth:`check_call`)? False when a function has no call site, is defined twice, or a
+        call site passes ``*args``, leaves the parameter to its default or passes anything else."""
+        for function, param, kind in requirements:
+            names = self.signatures.get(function)
+            sites = self.call_sites.get(function)
+            if not names or not sites or param not in names:
+                return False
+            index = names.index(param)
+            for positional, keywords, starred in sites:
+                v = keywords.get(param) if param in keywords else positional[index] if index < len(positional) else None
+                if starred or v is None or v.kind != kind:
+                    return False
+        return True
 
     def is_self(self, expr: cst.BaseExpression) -> bool:
         return isinstance(expr, cst.Name) and self.frame.self_name is not None and expr.value == self.frame.self_name
@@ -221,7 +346,11 @@ class DeviceFlow(Analysis):
                 return V(CPU)
             if base.kind == DEVB:
                 return V(DEV)
-            if base.kind in TENSORS and not base.module:
+            if base.kind == CPU and base.origins and _scalar_index(expr, base):
+                return V(CPU)  # torch.randint(0, n, (1,))[0]: 0-dim, which CUDA accepts
+            if base.kind == PB:
+                return V(PITEM, group=base.group, param=base.param)
+            if (base.kind in TENSORS or base.kind == PITEM) and not base.module:
                 return base
             return None
         if t is cst.Call:
@@ -257,12 +386,16 @@ class DeviceFlow(Analysis):
         if base is None:
             return None
         attr = expr.attr.value
-        if base.kind in (CPUB, DEVB):
+        if base.kind in (CPUB, DEVB, PB):
             if attr in _TENSOR_META or attr.startswith("_"):
                 return None
+            if base.kind == PB:
+                return V(PITEM, group=base.group, param=base.param)
             return V(CPU if base.kind == CPUB else DEV)
-        if base.kind in TENSORS and not base.module and attr in _VIEWS:
+        if (base.kind in TENSORS or base.kind == PITEM) and not base.module and attr in _VIEWS:
             return base
+        if base.kind == DEV and not base.module and attr not in _TENSOR_META and not attr.startswith("_"):
+            return V(DEV)  # outputs.logits, outputs.last_hidden_state of a model on the device
         return None
 
     def _combine(self, operands, env) -> V | None:
@@ -315,7 +448,7 @@ class DeviceFlow(Analysis):
             v = self.value(expr.elt, scope)
         if v is None or v.module or v.explicit:
             return None
-        return V(CPUB) if v.kind == CPU else V(DEVB) if v.kind == DEV else None
+        return V(CPUB) if v.kind == CPU else V(DEVB, group=v.group) if v.kind == DEV else None
 
     # ---- calls --------------------------------------------------------------------------
     def _device_arg(self, call: cst.Call) -> tuple[bool, cst.BaseExpression | None]:
@@ -346,7 +479,8 @@ class DeviceFlow(Analysis):
         """The kind after ``.to(...)``, ``.cuda()`` or ``.cpu()`` of a ``base``."""
         method = call.func.attr.value
         module = bool(base and (base.module or base.kind == MODEL))
-        batch = bool(base and base.kind in (CPUB, DEVB))
+        batch = bool(base and base.kind in (CPUB, DEVB, PB))
+        group = base.group if base is not None and base.kind in (PB, PITEM) else None
         if method == "cpu":
             to_cpu = True
         elif method == "cuda":
@@ -373,7 +507,7 @@ class DeviceFlow(Analysis):
             return V(CPUB) if batch else V(CPU, explicit=True)
         if module:
             return V(DEV, module=True, loss=bool(base and base.loss))
-        return V(DEVB) if batch else V(DEV)
+        return V(DEVB, group=group) if batch else V(DEV, group=group)
 
     def _call(self, call: cst.Call, env) -> V | None:
         func = call.func
@@ -382,6 +516,16 @@ class DeviceFlow(Analysis):
                 if isinstance(func, cst.Attribute) and func.attr.value in ("encode", "apply_chat_template"):
                     return V(CPU)
                 return V(CPUB)
+        last = (dotted(func) or "").rsplit(".", 1)[-1]
+        positional = [a.value for a in call.args if a.keyword is None and not a.star]
+        if last in ("tqdm", "iter") and positional:
+            inner = self.value(positional[0], env)  # pbar = tqdm(loader): still the loader
+            if inner is not None and inner.kind in (LOADER, PARAM, ENUM, ZIP):
+                return inner
+        if last == "enumerate" and positional:
+            return V(ENUM, origins=(self.value(positional[0], env),))
+        if last == "zip" and positional and not any(a.star for a in call.args):
+            return V(ZIP, origins=tuple(self.value(a, env) for a in positional))
         name = self.ctx.resolve(func)
         if name is not None:
             v = self._library_call(name, call, env)
@@ -390,7 +534,13 @@ class DeviceFlow(Analysis):
         if isinstance(func, cst.Name):
             fn = func.value
             if fn == "next" and call.args:
-                inner = self.value(call.args[0].value, env)
+                source = call.args[0].value
+                inner = self.value(source, env)
+                if isinstance(source, cst.Call) and dotted(source.func) == "iter" and source.args:
+                    source = source.args[0].value
+                if env is None and (inner is None or inner.kind == PARAM) and isinstance(source, (cst.Name, cst.Attribute)):
+                    # batch = next(iter(loader)) of a loader the linter cannot see: one batch group
+                    return V(PB, group=id(call), param=inner.param if inner is not None else None)
                 return self.element(inner)
             if fn == "iter" and call.args:
                 inner = self.value(call.args[0].value, env)
@@ -400,7 +550,11 @@ class DeviceFlow(Analysis):
             if fn in self.summaries and (env is None or fn not in env) and fn not in self.frame.vars:
                 return self.summaries[fn]
             callee = self.value(func, env)
-            return self._called(callee)
+            return self._called(callee, call, func, env)
+        if isinstance(func, cst.Subscript) and self.frame.forward and isinstance(func.value, cst.Attribute) and self.is_self(func.value.value):
+            cls = self.frame.cls
+            if cls is not None and func.value.attr.value not in cls.param_attrs:
+                return V(INP)  # self.layers[0](x): a submodule of an nn.ModuleList, on the module's device
         if isinstance(func, cst.Attribute):
             method = func.attr.value
             receiver = func.value
@@ -413,7 +567,7 @@ class DeviceFlow(Analysis):
                 cls = self.frame.cls
                 if self.frame.forward and cls is not None and method not in cls.methods:
                     return V(INP)  # a submodule's output, on the module's device
-                return self._called(self.self_attr(method))
+                return self._called(self.self_attr(method), call, func, env)
             base = self.value(receiver, env)
             if method in ("to", "cuda", "cpu"):
                 if isinstance(receiver, cst.Call) and (dotted(receiver.func) or "").endswith(_SCATTERS):
@@ -421,6 +575,8 @@ class DeviceFlow(Analysis):
                 if base is None and method != "to":
                     return V(DEV) if method == "cuda" else V(CPU, explicit=True)
                 return self._placed(call, base, env)
+            if method in _MODEL_METHODS and (base is None or base.kind == PARAM):
+                return self._called(base, call, receiver, env)
             if base is None:
                 return None
             if method == "type_as":  # takes the other tensor's dtype *and* device
@@ -428,40 +584,81 @@ class DeviceFlow(Analysis):
                 return V(other.kind) if other is not None and other.kind in TENSORS and not other.module else None
             if method.startswith("new_"):
                 return V(base.kind) if base.kind in TENSORS and not base.module else None
-            if base.kind in TENSORS and not base.module:
+            if (base.kind in TENSORS or base.kind == PITEM) and not base.module:
                 if method in _READOUTS or method.startswith("is_"):
                     return None
                 return base
             if base.kind in (CPUB, DEVB) and method in ("get", "pop"):
                 return V(CPU if base.kind == CPUB else DEV)
+            if base.kind == PB and method in ("get", "pop"):
+                return V(PITEM, group=base.group, param=base.param)
             if base.module or base.kind == MODEL:
                 if method in _SELF_METHODS:
                     return base
-                if method in ("generate", "forward") and base.kind == DEV:
+                if method in _MODEL_METHODS and base.kind == DEV:
                     return V(DEV)
             return None
         return None
 
-    def _called(self, callee: V | None) -> V | None:
-        """The result of calling a value: a moved module gives device tensors."""
+    def _called(self, callee: V | None, call: cst.Call | None = None, named=None, env=None) -> V | None:
+        """The result of calling a value: a moved module gives device tensors; so does a model
+        the linter cannot see (a parameter, ``self.model``) when it is given device tensors."""
         if callee is not None and callee.kind == DEV:
             return V(DEV)
         if callee is not None and callee.kind == INP and callee.module:
             return V(INP)  # a submodule called inside forward
+        if call is not None and (callee is None or callee.kind == PARAM) and self.model_named(named):
+            for arg in call.args:
+                v = self.value(arg.value, env)
+                if v is not None and not v.module and (v.kind == DEV or (v.kind == DEVB and arg.star)):
+                    return V(DEV)
         return None
 
     def _library_call(self, name: str, call: cst.Call, env):
         """Kind of a call to a resolved library name; ``False`` when not a library call."""
         last = name.rsplit(".", 1)[-1]
         if last == "DataLoader":
+            dataset = next((a.value for a in call.args if a.keyword is None or a.keyword.value == "dataset"), None)
+            held = self.value(dataset, env) if dataset is not None else None
+            if held is not None and held.kind == DEVB:
+                return None  # a dataset of device tensors yields device batches
             return V(LOADER)
+        if last == "TensorDataset":
+            values = [a.value for a in call.args if a.keyword is None and not a.star]
+            return self._container(values, [False] * len(values), env) if values else None
         if not name.startswith("torch."):
             if name.startswith("torchvision.models.") or name in ("timm.create_model",):
                 return V(MODEL, module=True)
             return False
         if name == "torch.device":
             return V(CPUDEV) if call.args and string_value(call.args[0].value) == "cpu" else None
+        if last in _KEEPING_WRAPPERS and (last != "compile" or name == "torch.compile"):
+            # torch.compile(model), DDP(model, device_ids=[rank]), FSDP(model): what they wrap
+            first = call.args[0].value if call.args and call.args[0].keyword is None else None
+            for arg in call.args:
+                if arg.keyword is not None and arg.keyword.value in ("model", "module"):
+                    first = arg.value
+            inner = self.value(first, env) if first is not None else None
+            if inner is not None and (inner.module or inner.kind in (PARAM, DEV)):
+                return inner
+            return None
         short = name[6:]
+        if last[:1].islower() and any(part[:1].isupper() for part in short.split(".")[:-1]):
+            # a class's method: nn.Embedding.from_pretrained(w) builds a module, not a tensor
+            return V(MODEL, module=True) if last == "from_pretrained" else None
+        if short == "onnx.operators.shape_as_tensor":
+            return V(CPU)  # a shape, on the CPU by design (ONNX tracing)
+        if short in ("normal", "bernoulli", "multinomial", "poisson") and call.args and call.args[0].keyword is None:
+            first = call.args[0].value
+            if not isinstance(first, (cst.Integer, cst.Float, cst.UnaryOperation)):
+                base = self.value(first, env)  # torch.normal(mean_tensor, std): on mean's device
+                return V(base.kind) if base is not None and base.kind in TENSORS and not base.module else None
+        if short in _LEGACY_CONSTRUCTORS and call.args and not any(a.keyword is not None or a.star for a in call.args):
+            return V(CPU, (call,))  # torch.Tensor([...]), torch.FloatTensor(3, 4): always on the CPU
+        if short in _JOINS and call.args and call.args[0].keyword is None:
+            joined = self.value(call.args[0].value, env)  # torch.stack([torch.from_numpy(a) ...])
+            if joined is not None and joined.kind in (CPUB, DEVB):
+                return V(CPU) if joined.kind == CPUB else V(DEV)
         if short in FACTORIES or short in ("tensor", "as_tensor", "from_numpy"):
             has, device = self._device_arg(call)
             if has:
@@ -475,6 +672,8 @@ class DeviceFlow(Analysis):
                 return V(CPU)
             if isinstance(first, (cst.Tuple, cst.List)) and not first.elements:
                 return None  # 0-dim
+            if _empty_size(call):
+                return V(CPU)  # torch.empty([0]): a placeholder that holds nothing
             return V(CPU, (call,))
         if last.endswith("_like") and call.args:
             base = self.value(call.args[0].value, env)
@@ -516,6 +715,8 @@ class DeviceFlow(Analysis):
             return V(CPU)
         if v.kind == DEVB:
             return V(DEV)
+        if v.kind == PB:
+            return V(PITEM, group=v.group, param=v.param)
         if v.kind in TENSORS and not v.module:
             return V(v.kind)
         return None
@@ -527,6 +728,8 @@ class DeviceFlow(Analysis):
         self.frame.vars[name] = v
         if v is not None and v.kind == DEV and (v.module or _MODULE_NAME.search(name)):
             self.frame.moved = True
+        if v is not None and v.group is not None and v.kind in (DEV, DEVB):
+            self.frame.moved_groups.add(v.group)
 
     def bind(self, target: cst.BaseExpression, value_expr: cst.BaseExpression | None, v: V | None, scope: dict | None = None) -> None:
         """Bind an assignment target to ``v`` (the kind of ``value_expr``)."""
@@ -534,6 +737,8 @@ class DeviceFlow(Analysis):
             self._set(target.value, v, scope)
         elif isinstance(target, cst.Attribute):
             if scope is None and self.is_self(target.value) and self.frame.cls is not None:
+                if v is not None and (v.kind in _LOCAL_KINDS or v.group is not None):
+                    v = None  # a batch of this call or a parameter: means nothing in other methods
                 self.frame.cls.attrs[target.attr.value] = v
         elif isinstance(target, (cst.Tuple, cst.List)):
             elements = target.elements
@@ -548,7 +753,7 @@ class DeviceFlow(Analysis):
                 if isinstance(t, cst.StarredElement):
                     self.bind(t.value, None, None, scope)
                 elif isinstance(t.value, (cst.Tuple, cst.List)):
-                    self.bind(t.value, None, v if v is not None and v.kind in (CPUB, DEVB) else inner, scope)
+                    self.bind(t.value, None, v if v is not None and v.kind in (CPUB, DEVB, PB) else inner, scope)
                 else:
                     self.bind(t.value, None, inner, scope)
         elif isinstance(target, cst.Subscript) and scope is None:
@@ -572,6 +777,9 @@ class DeviceFlow(Analysis):
                 for t, a in zip(target.elements, args):
                     self._bind_iteration(t.value, a, scope, env)
                 return
+            if last == "zip":
+                self.bind(target, None, None, scope)
+                return
             if last in _PASSTHROUGH_ITER and args:
                 self._bind_iteration(target, args[0], scope, env)
                 return
@@ -580,6 +788,8 @@ class DeviceFlow(Analysis):
                 inner = None
                 if base is not None and base.kind in (CPUB, DEVB):
                     inner = V(CPU if base.kind == CPUB else DEV)
+                elif base is not None and base.kind == PB:
+                    inner = V(PITEM, group=base.group, param=base.param)
                 if last == "items" and isinstance(target, cst.Tuple) and len(target.elements) == 2:
                     self.bind(target.elements[0].value, None, None, scope)
                     self.bind(target.elements[1].value, None, inner, scope)
@@ -593,6 +803,29 @@ class DeviceFlow(Analysis):
                 self.bind(target, None, V(INP, module=True), scope)
                 return
         v = self.value(iter_expr, env)
+        key = id(iter_expr) if isinstance(iter_expr, (cst.Name, cst.Attribute, cst.Subscript)) else None
+        self._bind_value_iteration(target, v, key, scope)
+
+    def _bind_value_iteration(self, target, v: V | None, key: int | None, scope: dict | None) -> None:
+        """``for target in <a value of kind v>``; ``key`` names the batch group that iterating
+        an unknown name (a parameter, ``self.loader``) yields (``None``: no group)."""
+        if v is not None and v.kind == ENUM:
+            if isinstance(target, cst.Tuple) and len(target.elements) == 2:
+                self.bind(target.elements[0].value, None, None, scope)
+                self._bind_value_iteration(target.elements[1].value, v.origins[0], key, scope)
+            else:
+                self.bind(target, None, None, scope)
+            return
+        if v is not None and v.kind == ZIP:
+            if isinstance(target, cst.Tuple) and len(target.elements) == len(v.origins):
+                for i, (t, inner) in enumerate(zip(target.elements, v.origins)):
+                    self._bind_value_iteration(t.value, inner, None if key is None else key + i + 1, scope)
+            else:
+                self.bind(target, None, None, scope)
+            return
+        if scope is None and key is not None and (v is None or v.kind == PARAM):
+            self.bind(target, None, V(PB, group=key, param=v.param if v is not None else None), scope)
+            return
         self.bind(target, None, self.element(v) if v is None or v.kind != CPUB else V(CPU), scope)
 
     # ---- hooks --------------------------------------------------------------------------
@@ -614,9 +847,13 @@ class DeviceFlow(Analysis):
         static = any(dotted(d.decorator) in ("staticmethod", "classmethod") for d in node.decorators)
         self_name = positional[0].name.value if cls is not None and positional and not static else None
         frame = Frame("function", node, self.frame, cls, self_name)
+        plain = cls is None and self.frame.kind == "module"
+        fname = node.name.value
+        if plain:
+            self.signatures[fname] = None if fname in self.signatures else [p.name.value for p in positional]
         for param in (*positional, *params.kwonly_params):
             name = param.name.value
-            frame.vars[name] = None
+            frame.vars[name] = V(PARAM, param=(fname, name)) if plain else None
             if frame.forward and name != self_name and _may_be_tensor(param):
                 frame.vars[name] = V(INP)
         for star in (params.star_arg, params.star_kwarg):
@@ -638,6 +875,17 @@ class DeviceFlow(Analysis):
             else:
                 self.summaries.pop(name, None)
         self.frame.vars.pop(node.name.value, None)
+
+    def visit_Module(self, node: cst.Module) -> None:
+        self.functions = {s.name.value for s in node.body if isinstance(s, cst.FunctionDef)}
+
+    def visit_Call(self, node: cst.Call) -> None:
+        func = node.func
+        if isinstance(func, cst.Name) and func.value in self.functions and not self.silent:
+            positional = [self.value(a.value) for a in node.args if a.keyword is None and not a.star]
+            keywords = {a.keyword.value: self.value(a.value) for a in node.args if a.keyword is not None}
+            starred = any(a.star for a in node.args)
+            self.call_sites.setdefault(func.value, []).append((positional, keywords, starred))
 
     def visit_Return(self, node: cst.Return) -> None:
         self.frame.returns.append(self.value(node.value) if node.value is not None else None)
@@ -667,6 +915,8 @@ class DeviceFlow(Analysis):
             method, receiver = call.func.attr.value, call.func.value
             if method in ("to", "cuda", "cpu") and isinstance(receiver, (cst.Name, cst.Attribute)):
                 base = self.value(receiver)
+                if base is not None and base.kind == PARAM:
+                    base = None  # model.to(device) on a parameter: now a moved model
                 if base is None or base.kind in (MODEL, DEV, CPU) and (base.module or base.kind == MODEL):
                     base = base or V(MODEL, module=True)
                     placed = self._placed(call, base, None)
@@ -733,5 +983,44 @@ def _may_be_tensor(param: cst.Param) -> bool:
     if param.annotation is not None:
         text = cst.Module([]).code_for_node(param.annotation.annotation)
         if text in _SCALAR_ANNOTATIONS or text.startswith(("int", "float", "bool", "str", "Optional[int", "Optional[bool")):
+            return False
+    return True
+
+
+def _cpu_side_item(expr: cst.BaseExpression) -> bool:
+    """``lengths``, ``batch["seq_lens"]``, ``paths``: a batch item that stays on the CPU by design
+    (``pack_padded_sequence`` wants CPU lengths) or is no tensor (file names, raw text)."""
+    name = None
+    if isinstance(expr, cst.Name):
+        name = expr.value
+    elif isinstance(expr, cst.Attribute):
+        name = expr.attr.value
+    elif isinstance(expr, cst.Subscript) and len(expr.slice) == 1 and isinstance(expr.slice[0].slice, cst.Index):
+        name = string_value(expr.slice[0].slice.value)
+    if not name:
+        return False
+    lowered = name.lower()
+    return lowered in _CPU_SIDE_ITEMS or lowered.rsplit("_", 1)[-1] in _CPU_SIDE_ITEMS
+
+
+def _empty_size(call: cst.Call) -> bool:
+    """``torch.empty([0])``, ``torch.zeros(0)``: a factory whose only size is 0."""
+    sizes = [a.value for a in call.args if a.keyword is None or a.keyword.value == "size"]
+    if len(sizes) == 1 and isinstance(sizes[0], (cst.Tuple, cst.List)) and len(sizes[0].elements) == 1:
+        sizes = [sizes[0].elements[0].value]
+    return len(sizes) == 1 and isinstance(sizes[0], cst.Integer) and sizes[0].value == "0"
+
+
+def _scalar_index(expr: cst.Subscript, base: V) -> bool:
+    """``t[0]`` of a 1-D factory result (``torch.randint(lo, hi, (1,))``): a 0-dim tensor."""
+    if len(expr.slice) != 1 or not isinstance(expr.slice[0].slice, cst.Index):
+        return False
+    index = expr.slice[0].slice.value
+    if isinstance(index, cst.UnaryOperation):
+        index = index.expression
+    if not isinstance(index, cst.Integer):
+        return False
+    for origin in base.origins:
+        if not any(isinstance(a.value, (cst.Tuple, cst.List)) and len(a.value.elements) == 1 for a in origin.args):
             return False
     return True

@@ -76,7 +76,7 @@ def device_arguments(call: cst.Call, ctx) -> list[cst.BaseExpression]:
     name = ctx.resolve(func)
     if positional and (
         name in POSITIONAL_DEVICE_CALLS
-        or (isinstance(func, cst.Attribute) and func.attr.value == "to" and not (name or "").startswith("torch."))
+        or (isinstance(func, cst.Attribute) and func.attr.value == "to" and not (name or "").startswith(("torch.", "unittest.mock.")))
     ):
         found.append(positional[0].value)
     for arg in call.args:

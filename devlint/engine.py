@@ -127,6 +127,9 @@ class _Core(Participant):
                     if isinstance(small, (cst.Import, cst.ImportFrom)):
                         self.ctx.names.add(small)
         self.ctx.scope = Scope("module", node, None, "<module>")
+        positive, negative = guards.assigned_guards(self.ctx.text, self.ctx)
+        self.ctx.guard_names |= positive
+        self.ctx.negative_guard_names |= negative
         if any(imports_cuda_only(statement) for statement in node.body):
             self.ctx.guard_depth += 1  # a top-level `import apex`: the whole module needs CUDA anyway
         self._early_exits(node.body)
@@ -181,10 +184,18 @@ class _Core(Participant):
         if isinstance(node.operator, cst.And) and guards.polarity(node.left, self.ctx) == 1:
             self.ctx.guard(node.right)
 
+    def _import_flags(self, statement: cst.CSTNode) -> None:
+        """``try: import transformer_engine; te_installed = True``: the flag tests the import."""
+        if isinstance(statement, cst.SimpleStatementLine):
+            for small in statement.body:
+                if isinstance(small, cst.Assign) and isinstance(small.value, cst.Name) and small.value.value == "True":
+                    self.ctx.guard_names.update(n for n in (dotted(t.target) for t in small.targets) if n)
+
     def visit_IndentedBlock(self, node: cst.IndentedBlock) -> None:
         if any(imports_cuda_only(statement) for statement in node.body):
             for statement in node.body:  # a lazy `import xformers` guards its own block only
                 self.ctx.guard(statement)
+                self._import_flags(statement)
         self._early_exits(node.body)
 
     def _early_exits(self, body: Sequence[cst.BaseStatement]) -> None:

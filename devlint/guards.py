@@ -18,8 +18,9 @@ helper's (``def to_cuda(x)``), not a configuration flag (``if args.use_cuda:``, 
 True crashes on a CPU machine). The remaining name-based exemptions, each with a fixture in
 ``fixtures/lint/dev10x_library_guards_ok.py``: a class that is one accelerator's backend
 (:func:`accelerator_backend`), a class's own ``def cuda(self)`` (:func:`device_method`),
-transformers' ``self.model_parallel`` flag, and helper predicates named as availability tests
-(``is_xpu_available()``).
+transformers' ``self.model_parallel`` flag, ``cuda_device is not None`` (a CUDA device handed
+in), and helper predicates named as availability tests (``is_xpu_available()``). A distributed
+backend that only runs with CUDA (``backend == "nccl"``) is a test that CUDA is in use.
 """
 
 from __future__ import annotations
@@ -54,6 +55,7 @@ _HELPER = re.compile(r"^(is_|has_|check_)\w*(cuda|gpu|mps|xpu|npu|mlu|musa|hpu|x
 #: Tensor properties that test where the tensor lives (``x.is_cuda``), and the one flag kept by
 #: name: transformers' ``self.model_parallel``, False by default and set only by
 #: ``parallelize()``, which places the model on CUDA devices.
+_CUDA_DEVICE_NAME = re.compile(r"^(cuda|gpu)_(device|device_id|id|idx|index)$")
 _DEVICE_PROPERTIES = frozenset({"is_cuda", "is_mps", "is_xpu", "model_parallel"})
 #: A configuration flag named for an accelerator (``args.cuda``, ``cfg.use_gpu``): no guard.
 _CONFIG_FLAG = re.compile(r"^(use_|on_|with_|enable_|run_on_)?(cuda|gpu|gpus|accelerator|mps|xpu)$")
@@ -96,8 +98,19 @@ def _device_literal(node: cst.CSTNode) -> str | None:
     return value.split(":", 1)[0] if value is not None else None
 
 
+#: Distributed backends that only run with CUDA: ``backend == "nccl"`` tests for CUDA in use.
+_CUDA_BACKENDS = ("nccl", "smddp")
+
+
 def _is_accelerator_string(node: cst.CSTNode) -> bool:
-    return _device_literal(node) in ACCELERATORS
+    """``"cuda"``, ``torch.device("cuda")``, ``"nccl"``, ``dist.Backend.NCCL``, or a legacy
+    CUDA type name (``x.type() == "torch.cuda.HalfTensor"``)."""
+    if _device_literal(node) in ACCELERATORS:
+        return True
+    value = string_value(node)
+    if value is not None:
+        return value.lower() in _CUDA_BACKENDS or value.startswith("torch.cuda.")
+    return isinstance(node, cst.Attribute) and node.attr.value == "NCCL"
 
 
 def _is_cpu_string(node: cst.CSTNode) -> bool:
@@ -168,10 +181,14 @@ def _comparison(expr: cst.Comparison, ctx) -> int:
                 return -1
         if isinstance(op, (cst.GreaterThan, cst.GreaterThanEqual)):
             return 1
+        if isinstance(op, (cst.LessThan, cst.LessThanEqual)):
+            return -1  # torch.cuda.device_count() < 2: too few devices
         if isinstance(right, cst.Name) and right.value in ("True", "False") and isinstance(op, (cst.Equal, cst.Is)):
             return 1 if right.value == "True" else -1
         return 0
     if isinstance(op, (cst.IsNot,)) and isinstance(right, cst.Name) and right.value == "None":
+        if isinstance(left, (cst.Name, cst.Attribute)) and _CUDA_DEVICE_NAME.match(dotted(left).rsplit(".", 1)[-1] if dotted(left) else ""):
+            return 1  # self.cuda_device is not None: a CUDA device was handed in, so CUDA is in use
         return polarity(left, ctx) if isinstance(left, (cst.Name, cst.Attribute)) else 0
     sides = (left, right)
     accel = any(_is_accelerator_string(s) or _is_accelerator_tuple(s) for s in sides)
@@ -290,3 +307,31 @@ def option_guards(call: cst.Call, ctx) -> set[str]:
         if value and value.startswith("-"):
             found.add(value.lstrip("-").replace("-", "_"))
     return found
+
+
+def assigned_guards(text: str, ctx) -> tuple[set[str], set[str]]:
+    """Names assigned from an availability test anywhere in the file (``use_cuda =
+    torch.cuda.is_available() and not args.cpu`` in ``main()`` also guards ``if use_cuda:`` in a
+    helper above it that takes ``use_cuda`` as a parameter): (positive, negative) dotted names.
+    Only lines that mention an availability call are parsed."""
+    positive: set[str] = set()
+    negative: set[str] = set()
+    if "is_available" not in text and "device_count" not in text:
+        return positive, negative
+    for line in text.splitlines():
+        if ("is_available" not in line and "device_count" not in line) or "=" not in line:
+            continue
+        try:
+            statement = cst.parse_statement(line.strip())
+        except Exception:  # noqa: BLE001 - a line that is not a whole statement
+            continue
+        if not isinstance(statement, cst.SimpleStatementLine):
+            continue
+        for small in statement.body:
+            if isinstance(small, cst.Assign):
+                pol = polarity(small.value, ctx)
+                for target in small.targets:
+                    name = dotted(target.target)
+                    if name and pol:
+                        (positive if pol == 1 else negative).add(name)
+    return positive, negative

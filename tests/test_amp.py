@@ -24,7 +24,7 @@ def _codes(region: str, code: str) -> bool:
         ("torch.cuda.amp.autocast(dtype=dt)", True),
         ('T.amp.autocast("cpu")', False),  # CPU default dtype: bfloat16
         ("torch.cpu.amp.autocast()", False),
-        ("torch.autocast(dev)", False),  # device type a variable: dtype unknown
+        ("torch.autocast(dev)", True),  # device type a variable, no dtype: float16 wherever it is CUDA
         ("torch.autocast(dev, torch.half)", True),
         ("torch.autocast(dev, dtype=torch.bfloat16)", False),
         ('torch.autocast("cuda", enabled=False)', False),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import libcst as cst
 
 from ..dataflow import CPU, INP, DeviceFlow
+from ..names import dotted
 from ..rule import Rule
 
 #: Tensor methods whose tensor arguments may sit on another device (or are shapes).
@@ -119,6 +120,8 @@ all tensors to be on the same device` — on the GPU box only; on a laptop CPU e
         if not cpu:
             return
         func, meets = node.func, False
+        if "ctc" in (dotted(func) or "").lower():
+            return  # CTC losses take their targets and lengths on the CPU
         has_input = any(v is not None and v.kind == INP for v in values)
         if isinstance(func, cst.Attribute) and flow.is_self(func.value):
             cls = flow.cls

@@ -17,9 +17,10 @@ Flags a float16 autocast region (`dtype=torch.float16`/`torch.half`, or no dtype
 `torch.autocast("cuda")`, `torch.cuda.amp.autocast()`) in a scope (function or module) that
 calls `.backward()` after opening it while no GradScaler scales any loss in that scope. The
 finding is on the autocast call (the `with` item or the decorator). Left alone:
-`dtype=torch.bfloat16` (and the CPU default, bfloat16); a dtype or device type held in a
-variable (unknown, unless the device type is a literal `"cuda"`); inference (no backward in
-the scope); a scope where a scaler held elsewhere (`self.scaler`, a parameter named like a
+`dtype=torch.bfloat16` (and the CPU default, bfloat16); a dtype held in a variable (unknown,
+unless the device type is a literal `"cuda"`); inference (no backward in the scope). A device
+type held in an expression with no dtype (`torch.autocast(device_type=device.type)`,
+`str(device)`) is float16 wherever that device is CUDA, so it counts as float16; a scope where a scaler held elsewhere (`self.scaler`, a parameter named like a
 scaler) wraps the loss with `.scale(...)`; `enabled=False`."""
     why_bad = """
 float16 has a narrow exponent range: gradients smaller than about 6e-8 flush to zero, so
@@ -34,6 +35,12 @@ with torch.autocast(dev, dtype=torch.float16):  # expect: DEV202
     loss = model(torch.randn(4, 8, device=dev)).mean()
 loss.backward()
 opt.step()
+''',
+        '''def train_step(model, x, opt, device):
+    with torch.autocast(device_type=device.type):  # expect: DEV202
+        loss = model(x).mean()
+    loss.backward()
+    opt.step()
 ''',
     )
     clean = (
@@ -75,5 +82,5 @@ def train_step(x, grad_scaler):
             return
         backwards = [e.order for e in frame.of("backward")]
         for region, order in frame.regions:
-            if region.active and region.float16 and any(b > order for b in backwards):
+            if region.active and region.maybe_float16 and any(b > order for b in backwards):
                 self.report_at(region)

@@ -18,7 +18,9 @@ Flags `scaler.step(optimizer)` when the same scaler's `update()` is not called i
 function (or module), or, for a step inside a loop, not in that loop's body. An update on
 the other arm of an `if` does not count; a step and an update together under one condition
 (gradient accumulation: `if (i + 1) % accum == 0:`), an update after a conditional step, and
-several `scaler.step` calls (two optimizers) sharing one `update()` are fine."""
+several `scaler.step` calls (two optimizers, also `for opt in optimizers: scaler.step(opt)`
+followed by one `update()` after that loop) sharing one `update()` are fine, and so is a
+scaler held by the object (`self.scaler`) whose `update()` another method of the file calls."""
     why_bad = """
 `update()` adjusts the scale factor and resets the scaler's per-step state. Without it the
 scale never grows back after an overflow, and the next `scaler.step` raises `RuntimeError:
@@ -41,6 +43,13 @@ step() has already been called since the last update()`."""
             scaler.step(opt_d)
             scaler.update()
 ''',
+        '''def train(model, optimizers, scaler, batches):
+    for x in batches:
+        scaler.scale(model(x).mean()).backward()
+        for opt in optimizers:
+            scaler.step(opt)
+        scaler.update()
+''',
     )
     fix_safety = """
 The fix is unsafe: it adds `scaler.update()` on the line after `scaler.step(...)`, which
@@ -53,8 +62,12 @@ between raises `RuntimeError`), and the step is a statement of its own line."""
         updates = list(frame.of("update"))
         for step in frame.of("step"):
             depth = len(step.loops)
+            if step.scaler.startswith("self.") and f"{step.scaler}.update(" in self.ctx.text:
+                continue  # a scaler of the object, updated by another method (composer's trainer)
             if not any(
-                u.scaler == step.scaler and u.loops[:depth] == step.loops and amp.compatible(step, u) for u in updates
+                u.scaler == step.scaler and amp.compatible(step, u)
+                and (u.loops[:depth] == step.loops or self._after_optimizer_loop(step, u))
+                for u in updates
             ):
                 self.report_at(step, self.message.format(scaler=step.scaler), self._fix(frame, step, updates))
 
@@ -67,3 +80,13 @@ between raises `RuntimeError`), and the step is a statement of its own line."""
             return None
         line = f"{step.scaler}.update()"
         return NodeFix(f"add {line} after the step", ((where[0], lambda source, indent: f"{source}\n{indent}{line}"),), safe=False)
+
+    def _after_optimizer_loop(self, step, update) -> bool:
+        """``for opt in optimizers: scaler.step(opt)`` then one ``scaler.update()`` after that
+        loop (the AMP docs' multi-optimizer pattern): the loops the step sits in beyond the
+        update's iterate over the stepped optimizer."""
+        outer = len(update.loops)
+        if update.order < step.order or step.loops[:outer] != update.loops or len(step.loops) <= outer:
+            return False
+        targets = self.amp.loop_targets
+        return step.target is not None and all(step.target in targets.get(loop, ()) for loop in step.loops[outer:])

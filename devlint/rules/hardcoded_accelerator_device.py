@@ -129,6 +129,11 @@ in scope, there is no fix: which variable to pass is the author's choice."""
     def leave_FunctionDef(self, node: cst.FunctionDef) -> None:
         self._flush(self._bindings.pop())
 
+    def visit_ClassDef(self, node: cst.ClassDef) -> None:
+        self._bindings.append({})  # class attributes: not seen by bare names in its methods
+
+    leave_ClassDef = leave_FunctionDef
+
     def leave_Module(self, node: cst.Module) -> None:
         self._flush(self._bindings.pop())
 

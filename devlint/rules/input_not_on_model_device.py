@@ -25,11 +25,25 @@ Follows, in each function and in the module body, which names hold a model moved
 tuple of them). It flags the call of the moved model (or of a loss on the model's output) that
 receives one of them, including through `**batch` and `*batch`.
 
+The loops people write take their model and loader as parameters
+(`def train(model, loader, optimizer, device)`), so it also reads the author's own evidence:
+when some items of a batch from iterating a parameter (or `self.loader`) are moved to a device
+and another item of that batch reaches the model (`model(...)`, `model.generate/forward/encode`)
+or its loss (`criterion(out, y)`, `F.cross_entropy`) unmoved, the unmoved one is flagged. A
+same-module call site counts too: when every call `train(model, loader, ...)` passes a moved
+model and a `DataLoader`, an unmoved batch reaching the model inside `train` is flagged.
+`torch.compile(model)`, `DistributedDataParallel(model)` and `FSDP(model)` keep the placement of
+what they wrap; `enumerate`, `tqdm` and `zip` keep the loader; `torch.stack`/`torch.cat` of CPU
+tensors is on the CPU.
+
 Tensors moved with `.to(device)` (also `{k: v.to(device) for k, v in batch.items()}` and
 `batch.to(device)`), created with `device=`, produced by the model, or returned by a helper the
-linter cannot see into are left alone, as are function parameters, Lightning `LightningModule`
-methods and code that uses `accelerate` (`accelerator.prepare`), which place the data
-themselves. A tensor put on the CPU on purpose with `.cpu()` is DEV103's finding."""
+linter cannot see into are left alone, as is a batch from a loader the linter cannot see when
+no item of it is moved (a prefetcher may place it), items that stay on the CPU by design
+(`lengths` for `pack_padded_sequence`, file names, raw text), `nn.DataParallel` (which scatters
+CPU inputs), Lightning `LightningModule` methods and code that uses `accelerate`
+(`accelerator.prepare`), which place the data themselves. A tensor put on the CPU on purpose
+with `.cpu()` is DEV103's finding."""
     why_bad = """
 The model's parameters live on the GPU and the input on the CPU, so the first layer raises
 `RuntimeError: Expected all tensors to be on the same device, but found at least two devices,
@@ -69,6 +83,29 @@ net = Wrapper().to(device)
 batch = make_batch()
 out = net(**batch)  # expect: DEV111
 ''',
+        '''import torch.nn.functional as F
+
+
+def train_epoch(model, loader, optimizer, device):
+    model.train()
+    for images, labels in loader:
+        images = images.to(device, non_blocking=True)
+        logits = model(images)
+        loss = F.cross_entropy(logits, labels)  # expect: DEV111
+        loss.backward()
+''',
+        '''from torch.utils.data import DataLoader, TensorDataset
+
+
+def evaluate(model, loader):
+    for x, y in loader:
+        model(x)  # expect: DEV111
+
+
+device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+net = torch.compile(nn.Linear(4, 2).to(device))
+evaluate(net, DataLoader(TensorDataset(torch.randn(8, 4), torch.randn(8, 2)), batch_size=4))
+''',
     )
     clean = (
         '''from torch.utils.data import DataLoader, TensorDataset
@@ -85,9 +122,32 @@ for x, y in loader:
     for batch in loader:  # a parameter: the linter cannot tell what it yields
         model(batch["x"])
 ''',
+        '''def train(model, loader, criterion, device):
+    for tokens, lengths, target in loader:
+        tokens, target = tokens.to(device), target.to(device)
+        out = model(tokens, lengths)  # pack_padded_sequence wants CPU lengths
+        criterion(out, target).backward()
+''',
     )
     fix_safety = "This rule has no autofix: where to move the data (and whether non_blocking applies) is the author's choice."
 
+    def __init__(self, ctx) -> None:
+        super().__init__(ctx)
+        #: calls that are the bug if the module's call sites say so: (node, statement, needs)
+        self._pending: list[tuple[cst.Call, int, frozenset]] = []
+
     def visit_Call(self, node: cst.Call) -> None:
-        if self.ctx.analysis(DeviceFlow).receives_cpu(node):
+        now, needs = self.ctx.analysis(DeviceFlow).check_call(node)
+        if now:
             self.report(node)
+        elif needs:
+            self._pending.append((node, self.ctx.statement_index, needs))
+
+    def leave_Module(self, node: cst.Module) -> None:
+        flow = self.ctx.analysis(DeviceFlow)
+        saved = self.ctx.statement_index
+        for call, statement, needs in self._pending:
+            if flow.requirements_met(needs):
+                self.ctx.statement_index = statement  # the engine places a report by its statement
+                self.report(call)
+        self.ctx.statement_index = saved
