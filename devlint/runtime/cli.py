@@ -42,7 +42,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "to stderr")
     parser.add_argument("--seed", type=int, default=0, help="RNG seed for every run (default 0)")
     parser.add_argument("--k", type=float, metavar="K",
-                        help="an error may be K times its calibrated noise floor (default 16)")
+                        help="an error may be K times its calibrated noise floor (default 24)")
     parser.add_argument("--quick", type=float, metavar="Q",
                         help="errors within Q unit roundoffs pass without calibration (default 8)")
     parser.add_argument("--negligible", type=float, metavar="R",

@@ -176,7 +176,7 @@ def _rel_err(a, b) -> float:
     return math.sqrt(num / den) if den > 0 else (0.0 if num == 0 else math.inf)
 
 
-def unstable_modules(step: TrainingStep, device: str, mode: str, seed: int, k: float = 16.0):
+def unstable_modules(step: TrainingStep, device: str, mode: str, seed: int, k: float = 24.0):
     """Find the innermost modules whose output under autocast drifts far beyond rounding.
 
     Replays the forward in float32 (no grad). At every module call, the module is run again

@@ -21,11 +21,11 @@ lives on). :class:`StandIn` is a dispatch mode that, while the step runs:
 from __future__ import annotations
 
 import contextlib
+import re
 from dataclasses import dataclass
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils._pytree import tree_flatten, tree_map
 from torch.utils.module_tracker import ModuleTracker
 from torch.utils.weak import WeakIdKeyDictionary
 
@@ -75,11 +75,43 @@ class Tagged(torch.Tensor):
         # Outside StandIn (e.g. printing a loss after the step): compute, keep the tag.
         uargs, ukwargs = _unwrap((args, kwargs or {}))
         out = func(*uargs, **ukwargs)
-        return tree_map(lambda t: Tagged(t) if type(t) is torch.Tensor else t, out)
+        return _map(lambda t: Tagged(t) if type(t) is torch.Tensor else t, out)
+
+
+def _flat(obj, out):
+    """Append the tensors in a nesting of tuples, lists and dicts to ``out`` (faster than
+    pytree, which dominated the stand-in's cost)."""
+    if isinstance(obj, torch.Tensor):
+        out.append(obj)
+    elif isinstance(obj, (tuple, list)):
+        for v in obj:
+            _flat(v, out)
+    elif isinstance(obj, dict):
+        for v in obj.values():
+            _flat(v, out)
+    return out
+
+
+def _map(fn, obj):
+    """``fn`` applied to every tensor of a nesting of tuples, lists and dicts."""
+    if isinstance(obj, torch.Tensor):
+        return fn(obj)
+    if isinstance(obj, list):
+        return [_map(fn, v) for v in obj]
+    if isinstance(obj, tuple):
+        vals = [_map(fn, v) for v in obj]
+        return type(obj)(*vals) if hasattr(obj, "_fields") else tuple(vals)
+    if isinstance(obj, dict):
+        return {k: _map(fn, v) for k, v in obj.items()}
+    return obj
+
+
+def _elem(t):
+    return t.elem if isinstance(t, Tagged) else t
 
 
 def _unwrap(obj):
-    return tree_map(lambda t: t.elem if isinstance(t, Tagged) else t, obj)
+    return _map(_elem, obj)
 
 
 def _is_stand_in(device) -> bool:
@@ -180,7 +212,7 @@ class StandIn(TorchDispatchMode):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         self.ops += 1
-        flat = [t for t in tree_flatten((args, kwargs))[0] if isinstance(t, torch.Tensor)]
+        flat = _flat(kwargs, _flat(args, []))
         tagged = [t for t in flat if isinstance(t, Tagged)]
         dev = kwargs.get("device")
         to_stand_in = _is_stand_in(dev)
@@ -203,7 +235,12 @@ class StandIn(TorchDispatchMode):
                     key = ("id", id(t)) if key is None else key
                     self.mixes.append(Mix(str(func), module, key, list(t.shape), self.tracker.is_bw))
         uargs, ukwargs = _unwrap((args, kwargs))
-        out = func(*uargs, **ukwargs)
+        try:
+            out = func(*uargs, **ukwargs)
+        except (NotImplementedError, RuntimeError) as exc:
+            if not tagged:
+                raise
+            out = _without_cpu_kernel(func, uargs, ukwargs, exc)
         if func is _aten._to_copy.default and dev is not None and not to_stand_in:
             return out  # .cpu() / .to("cpu"): untagged
         if tagged or to_stand_in:
@@ -215,7 +252,7 @@ class StandIn(TorchDispatchMode):
         return out
 
     def _wrap(self, func, args, out):
-        inputs = {id(t.elem): t for t in tree_flatten(args)[0] if isinstance(t, Tagged)}
+        inputs = {id(t.elem): t for t in _flat(args, []) if isinstance(t, Tagged)}
 
         def wrap(t):
             if type(t) is not torch.Tensor:
@@ -225,7 +262,7 @@ class StandIn(TorchDispatchMode):
 
         if func in _FIRST_OUTPUT_ONLY and isinstance(out, (tuple, list)):
             return type(out)([wrap(out[0]), *out[1:]])
-        return tree_map(wrap, out)
+        return _map(wrap, out)
 
     def _remember(self, func, tensors, out) -> None:
         """Record where each CPU tensor made during the step comes from (see :class:`Mix`)."""
@@ -234,8 +271,8 @@ class StandIn(TorchDispatchMode):
             leaf = next((t for t in tensors if self._plain(t)), None)
             origin = ("id", id(leaf)) if leaf is not None else (
                 "made", str(func), module_label(self.model, self.tracker.parents))
-        for o in tree_flatten(out)[0]:
-            if isinstance(o, torch.Tensor) and self._plain(o) and o not in self.made:
+        for o in _flat(out, []):
+            if self._plain(o) and o not in self.made:
                 self.made[o] = origin
 
 
@@ -257,6 +294,24 @@ def to_stand_in(model: torch.nn.Module) -> torch.nn.Module:
             for mod, name in places[1:]:
                 setattr(mod, name, first)
     return model
+
+
+_NO_KERNEL = re.compile(r"not implemented for '(\w+)'")
+_NAMES = {"Int": torch.int32, "Long": torch.int64, "Short": torch.int16, "Char": torch.int8,
+          "Byte": torch.uint8, "Half": torch.float16, "BFloat16": torch.bfloat16, "Bool": torch.bool}
+
+
+def _without_cpu_kernel(func, args, kwargs, exc):
+    """Rerun an op that has a GPU kernel but no CPU kernel for a dtype (code that takes a
+    GPU-only branch on the stand-in, e.g. ``torch.histc`` of int tensors in MoE routing):
+    inputs of that dtype are computed in float64 and the outputs cast back."""
+    found = _NO_KERNEL.search(str(exc))
+    dtype = _NAMES.get(found.group(1)) if found else None
+    if dtype is None:
+        raise exc
+    up = _map(lambda t: t.double() if t.dtype == dtype else t, (args, kwargs))
+    out = func(*up[0], **up[1])
+    return _map(lambda t: t.to(dtype) if t.dtype == torch.float64 else t, out)
 
 
 def _tensor_factory(orig):
