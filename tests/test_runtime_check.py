@@ -259,3 +259,166 @@ def test_cuda_runs_and_explains_device_mismatch():
     errors = [run for run in bad.runs if run.device == "cuda" and run.status == "error"]
     assert errors and all("device" in run.error for run in errors)
     assert any(f.kind == "device-placement" for f in bad.findings)
+
+
+def _tiny():
+    torch.manual_seed(0)
+    return TinyClassifier(), (torch.randn(4, 10), torch.randint(0, 2, (4,)))
+
+
+def _ce(model, batch):
+    x, y = batch
+    return F.cross_entropy(model(x), y)
+
+
+def test_custom_step_fn_with_accumulation_and_clipping_passes():
+    calls = []
+
+    def step_fn(model, batch, optimizer, scaler):
+        x, y = batch
+        optimizer.zero_grad()
+        for half in (slice(0, 2), slice(2, 4)):  # two micro-batches
+            loss = F.cross_entropy(model(x[half]), y[half]) / 2
+            scaler.scale(loss).backward()
+        scaler.unscale_(optimizer)
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        scaler.step(optimizer)
+        scaler.update()
+        calls.append(type(scaler).__name__)
+        return loss
+
+    model, batch = _tiny()
+    r = check_step(TrainingStep(model, batch, _ce, lambda p: torch.optim.AdamW(p, lr=1e-3),
+                                step_fn=step_fn), devices=["cpu"])
+    assert r.ok, str(r)
+    assert calls and set(calls) == {"GradScaler"}
+
+
+def test_step_fn_without_loss_scaling_underflows():
+    def step_fn(model, batch, optimizer, scaler):
+        loss = _ce(model, batch) * 1e-7
+        loss.backward()  # bug: no scaler.scale(loss)
+        optimizer.step()
+        return loss
+
+    model, batch = _tiny()
+    r = check_step(TrainingStep(model, batch, _ce, lambda p: torch.optim.SGD(p, lr=0.1), step_fn=step_fn),
+                   devices=["cpu"], modes=["float16"])
+    (f,) = [f for f in r.findings if f.kind == "underflow"]
+    assert f.severity == "error" and "never called" in f.message and not r.ok
+
+
+def test_underflow_recovered_by_the_scaler_is_information_only():
+    r = _check(steps.tiny_gradients)
+    (f,) = [f for f in r.findings if f.kind == "underflow"]
+    assert f.severity == "info" and r.ok, str(r)
+    assert "(info)" in str(r)
+
+
+def test_optimizer_factory_sees_parameter_names_and_hooks_run():
+    seen = []
+
+    def make(params):
+        seen.append([n for n, _ in params.named])
+        no_decay = [p for n, p in params.named if n.endswith("bias")]
+        decay = [p for n, p in params.named if not n.endswith("bias")]
+        return torch.optim.AdamW([{"params": decay, "weight_decay": 0.1},
+                                  {"params": no_decay, "weight_decay": 0.0}], lr=1e-3)
+
+    model, batch = _tiny()
+    r = check_step(TrainingStep(model, batch, _ce, make, clip_grad_norm=0.5,
+                                scheduler=lambda opt: torch.optim.lr_scheduler.StepLR(opt, 1)),
+                   devices=["cpu"])
+    assert r.ok, str(r)
+    assert seen[0] == ["fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias"]
+    assert "adaptive optimizer" in str(r)
+
+
+def test_assert_step_ok_helper():
+    from devlint.runtime import assert_step_ok
+
+    assert assert_step_ok(reference_step(), devices=["cpu"]).ok
+    with pytest.raises(BaseException, match="device-placement"):
+        torch.manual_seed(0)
+        assert_step_ok(steps.tensor_attribute(), devices=["cpu"])
+
+
+def test_pytest_plugin_is_registered(pytestconfig):
+    assert pytestconfig.pluginmanager.hasplugin("devlint")
+
+
+def test_probe_that_cannot_finish_makes_the_report_fail():
+    def numpy_loss(model, batch):
+        x, y = batch
+        weights = torch.as_tensor(x.numpy().std(axis=1))  # works on the CPU, not on a GPU tensor
+        return (F.cross_entropy(model(x), y, reduction="none") * weights).mean()
+
+    model, batch = _tiny()
+    r = check_step(TrainingStep(model, batch, numpy_loss, lambda p: torch.optim.SGD(p, lr=0.1)),
+                   devices=["cpu"])
+    assert not r.ok
+    (f,) = [f for f in r.findings if f.kind == "probe-incomplete"]
+    assert "numpy" in f.message.lower()
+    assert next(run for run in r.runs if run.mode == "float32").status == "reference"
+
+
+def test_missing_kernel_is_unsupported_not_a_model_error():
+    class NoHalf(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(10, 2)
+
+        def forward(self, x):
+            h = self.fc(x)
+            if h.dtype == torch.float16:
+                raise RuntimeError('"slow_conv_thing" not implemented for \'Half\'')
+            return h
+
+    torch.manual_seed(0)
+    r = check_step(TrainingStep(NoHalf(), (torch.randn(4, 10), torch.randint(0, 2, (4,))), _ce,
+                                lambda p: torch.optim.SGD(p, lr=0.1)), devices=["cpu"])
+    fp16 = next(run for run in r.runs if run.mode == "float16")
+    assert fp16.status == "unsupported" and r.ok, str(r)
+    assert any("no float16 kernel" in n for n in r.notes)
+
+
+def test_cpu_lengths_that_cuda_accepts_are_not_flagged():
+    class CTC(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(8, 5)
+
+        def forward(self, x):
+            return self.fc(x).log_softmax(-1)
+
+    def ctc(model, batch):
+        x, targets = batch
+        logp = model(x).transpose(0, 1)  # T, N, C
+        in_len = torch.full((x.shape[0],), x.shape[1], dtype=torch.long)  # CPU, as cuDNN wants
+        tgt_len = torch.tensor([3, 2])
+        return F.ctc_loss(logp, targets, in_len, tgt_len)
+
+    torch.manual_seed(0)
+    batch = (torch.randn(2, 12, 8), torch.randint(1, 5, (2, 3)))
+    r = check_step(TrainingStep(CTC(), batch, ctc, lambda p: torch.optim.SGD(p, lr=0.1)),
+                   devices=["cpu"])
+    assert not [f for f in r.findings if f.kind == "device-placement"], str(r)
+
+
+def test_item_and_data_dependent_control_flow_work_on_the_stand_in():
+    class Gated(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(10, 2)
+            self.register_buffer("gate", torch.tensor([1.0, 0.0]))
+
+        def forward(self, x):
+            h = self.fc(x)
+            if h.abs().max().item() > 0 and bool(self.gate.sum() > 0):
+                h = h * self.gate.new_tensor([1.0, 0.5])
+            return h + torch.zeros(2, device=x.device)
+
+    torch.manual_seed(0)
+    r = check_step(TrainingStep(Gated(), (torch.randn(4, 10), torch.randint(0, 2, (4,))), _ce,
+                                lambda p: torch.optim.SGD(p, lr=0.1)), devices=["cpu"])
+    assert r.ok, str(r)

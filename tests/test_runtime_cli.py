@@ -112,3 +112,68 @@ def test_cuda_path_of_the_cli(capsys):
     code, out, _ = _main(capsys, "--device", "cuda")
     assert code == 0, out
     assert "cuda" in out and "skipped: no CUDA" not in out
+
+
+def test_json_stays_parseable_when_the_step_prints(capsys, tmp_path):
+    target = tmp_path / "chatty.py"
+    target.write_text(
+        "from devlint.runtime.reference import reference_step\n"
+        "print('building the step')\n"
+        "def make():\n"
+        "    print('hello from the factory')\n"
+        "    step = reference_step()\n"
+        "    inner = step.loss_fn\n"
+        "    def loud(model, batch):\n"
+        "        print('loss!')\n"
+        "        return inner(model, batch)\n"
+        "    step.loss_fn = loud\n"
+        "    return step\n")
+    code, out, err = _main(capsys, f"{target}:make", "--device", "cpu", "--format", "json")
+    assert code == 0 and json.loads(out)["ok"] is True
+    assert "hello from the factory" in err and "loss!" in err
+
+
+def test_sibling_module_imported_lazily_inside_the_factory(capsys, tmp_path):
+    (tmp_path / "helpers_for_devlint.py").write_text(
+        "def make_step():\n"
+        "    from devlint.runtime.reference import reference_step\n"
+        "    return reference_step()\n")
+    (tmp_path / "entry.py").write_text(
+        "def make():\n"
+        "    import helpers_for_devlint\n"
+        "    return helpers_for_devlint.make_step()\n")
+    before = list(sys.path)
+    code, out, err = _main(capsys, f"{tmp_path / 'entry.py'}:make", "--device", "cpu")
+    assert code == 0, out + err
+    assert sys.path == before
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks a missing CUDA device")
+def test_absent_requested_device_exits_2(capsys):
+    code, out, err = _main(capsys, "--device", "cuda")
+    assert code == 2 and out == ""
+    assert "--device cuda asked for" in err and len(err.strip().splitlines()) == 1
+
+
+def test_step_that_calls_sys_exit_is_reported_and_exits_2(capsys, tmp_path):
+    target = tmp_path / "exits.py"
+    target.write_text(
+        "import sys\n"
+        "from devlint.runtime.reference import reference_step\n"
+        "def make():\n"
+        "    step = reference_step()\n"
+        "    def quit_loss(model, batch):\n"
+        "        sys.exit(3)\n"
+        "    step.loss_fn = quit_loss\n"
+        "    return step\n")
+    code, out, err = _main(capsys, f"{target}:make", "--device", "cpu")
+    assert code == 2
+    assert "sys.exit(3)" in out and "[step-error]" in out
+
+
+def test_mode_and_tolerance_options(capsys):
+    code, out, _ = _main(capsys, "--device", "cpu", "--mode", "bfloat16", "--format", "json",
+                         "--quick", "0", "--k", "1e-6")
+    data = json.loads(out)
+    assert code == 1 and [r["mode"] for r in data["runs"]] == ["float32", "bfloat16"]
+    assert data["runs"][1]["status"] == "mismatch" and data["runs"][1]["floor"] > 0

@@ -15,7 +15,8 @@ import importlib
 from typing import TYPE_CHECKING
 
 __all__ = ["TrainingStep", "Parameters", "check_step", "Report", "Run", "Finding", "Tolerances",
-           "DEFAULT_TOLERANCES", "reference_step", "assert_step_ok", "measure", "judge", "Verdict"]
+           "DEFAULT_TOLERANCES", "reference_step", "assert_step_ok", "measure", "judge",
+           "Verdict"]
 
 _WHERE = {
     "TrainingStep": "step", "Parameters": "step", "check_step": "runs",

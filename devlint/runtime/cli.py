@@ -7,6 +7,7 @@ This module imports torch only inside :func:`run`, so the top-level ``devlint`` 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import importlib.util
 import os
@@ -32,25 +33,36 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--device", action="append", choices=["cpu", "cuda", "mps"], dest="device",
         help="device to check (repeatable); default cpu, cuda and mps, absent ones listed as "
              "skipped; the cpu always runs as the float32 reference")
+    parser.add_argument(
+        "--mode", action="append", choices=["float32", "bfloat16", "float16"], dest="mode",
+        help="precision mode to check (repeatable); default all three; the cpu float32 "
+             "reference always runs")
     parser.add_argument("--format", choices=["text", "json"], default="text",
-                        help="output format (default text)")
+                        help="output format (default text); with json the step's own prints go "
+                             "to stderr")
     parser.add_argument("--seed", type=int, default=0, help="RNG seed for every run (default 0)")
+    parser.add_argument("--k", type=float, metavar="K",
+                        help="an error may be K times its calibrated noise floor (default 24)")
+    parser.add_argument("--quick", type=float, metavar="Q",
+                        help="errors within Q unit roundoffs pass without calibration (default 8)")
+    parser.add_argument("--negligible", type=float, metavar="R",
+                        help="parameters whose gradient RMS is below R times the model's are not "
+                             "judged (default 1e-3)")
 
 
-def load_target(target: str, seed: int = 0):
+def load_target(target: str, seed: int = 0, keep_path: list | None = None):
     """Load ``path/file.py:NAME`` or ``package.module:NAME`` and call NAME() for a TrainingStep.
 
     ``torch.manual_seed(seed)`` is set before NAME() is called, so random weights and data are
-    reproducible. Returns ``(step, warnings)``, the warnings raised while loading.
+    reproducible. Returns ``(step, warnings)``, the warnings raised while loading. The target's
+    folder (or the working directory, for a module target) is on ``sys.path`` while NAME()
+    runs, so lazy imports of sibling modules work; pass a list as ``keep_path`` to keep it
+    there afterwards (the folder is appended to the list; the caller removes it).
 
     Raises:
         TargetError: the target is malformed, missing, fails to import, or NAME() fails or
             returns something other than a TrainingStep.
     """
-    import torch
-
-    from .step import TrainingStep
-
     source, sep, name = target.rpartition(":")
     if not sep or not source or not name.isidentifier():
         raise TargetError(f"target {target!r} is not path/file.py:NAME or package.module:NAME")
@@ -65,39 +77,54 @@ def load_target(target: str, seed: int = 0):
             mod_name = "_devlint_target_" + os.path.splitext(os.path.basename(path))[0]
             spec = importlib.util.spec_from_file_location(mod_name, path)
             module = importlib.util.module_from_spec(spec)
-            sys.path.insert(0, os.path.dirname(path))
-            try:
-                sys.modules[mod_name] = module
-                spec.loader.exec_module(module)
-            except BaseException as exc:  # noqa: BLE001 - any failure becomes one line
-                sys.modules.pop(mod_name, None)
-                raise TargetError(f"cannot import {source}: {_one_line(exc)}") from None
-            finally:
-                sys.path.remove(os.path.dirname(path))
+            folder = os.path.dirname(path)
         else:
-            sys.path.insert(0, os.getcwd())
-            try:
-                module = importlib.import_module(source)
-            except BaseException as exc:  # noqa: BLE001
-                raise TargetError(f"cannot import {source}: {_one_line(exc)}") from None
-            finally:
-                sys.path.remove(os.getcwd())
-        factory = getattr(module, name, None)
-        if factory is None:
-            raise TargetError(f"{source} has no {name}")
-        if isinstance(factory, TrainingStep):
-            step = factory
-        elif not callable(factory):
-            raise TargetError(f"{source}:{name} is a {type(factory).__name__}, not a function "
-                              "returning a TrainingStep")
-        else:
-            torch.manual_seed(seed)
-            try:
-                step = factory()
-            except BaseException as exc:  # noqa: BLE001
-                raise TargetError(f"{source}:{name}() raised {_one_line(exc)}") from None
-        if not isinstance(step, TrainingStep):
-            raise TargetError(f"{source}:{name}() returned {type(step).__name__}, not a TrainingStep")
+            folder = os.getcwd()
+        sys.path.insert(0, folder)
+        try:
+            return _load(source, name, target, module if is_file else None,
+                         mod_name if is_file else None, spec if is_file else None, seed, caught)
+        finally:
+            if keep_path is not None:
+                keep_path.append(folder)
+            else:
+                sys.path.remove(folder)
+
+
+def _load(source, name, target, module, mod_name, spec, seed, caught):
+    """Import the target (a file when ``module`` is given) and call NAME(); see load_target."""
+    import torch
+
+    from .step import TrainingStep
+
+    if module is not None:
+        try:
+            sys.modules[mod_name] = module
+            spec.loader.exec_module(module)
+        except BaseException as exc:  # noqa: BLE001 - any failure becomes one line
+            sys.modules.pop(mod_name, None)
+            raise TargetError(f"cannot import {source}: {_one_line(exc)}") from None
+    else:
+        try:
+            module = importlib.import_module(source)
+        except BaseException as exc:  # noqa: BLE001
+            raise TargetError(f"cannot import {source}: {_one_line(exc)}") from None
+    factory = getattr(module, name, None)
+    if factory is None:
+        raise TargetError(f"{source} has no {name}")
+    if isinstance(factory, TrainingStep):
+        step = factory
+    elif not callable(factory):
+        raise TargetError(f"{source}:{name} is a {type(factory).__name__}, not a function "
+                          "returning a TrainingStep")
+    else:
+        torch.manual_seed(seed)
+        try:
+            step = factory()
+        except BaseException as exc:  # noqa: BLE001
+            raise TargetError(f"{source}:{name}() raised {_one_line(exc)}") from None
+    if not isinstance(step, TrainingStep):
+        raise TargetError(f"{source}:{name}() returned {type(step).__name__}, not a TrainingStep")
     model_class = type(step.model).__name__
     if step.name == model_class:
         step.name = f"{target} ({model_class})"
@@ -114,7 +141,9 @@ def run(args: argparse.Namespace) -> int:
 
     Exit codes: 0 every run that ran is within tolerance and there are no findings (devices
     that are not present do not count), 1 findings or runs beyond tolerance, 2 could not run
-    (torch missing, a bad target, an invalid step): one line on stderr, no traceback.
+    (torch missing, a bad target, an invalid step, a ``--device`` asked for that is not
+    present): one line on stderr, no traceback; also 2, after the report, when the step
+    called ``sys.exit`` (devlint never exits with the step's own code).
     """
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
@@ -123,22 +152,42 @@ def run(args: argparse.Namespace) -> int:
         except ImportError:
             print(f"{_PROG}: torch is not installed; pip install 'devlint[runtime]'", file=sys.stderr)
             return 2
+    from .compare import Tolerances
     from .reference import reference_step
-    from .runs import _check
+    from .runs import _available, _check
 
+    for device in getattr(args, "device", None) or []:
+        reason = _available(device)
+        if reason:
+            print(f"{_PROG}: --device {device} asked for, but {reason}", file=sys.stderr)
+            return 2
+    tol_args = {k: getattr(args, k, None) for k in ("k", "quick", "negligible")}
+    tolerances = Tolerances(**{k: v for k, v in tol_args.items() if v is not None}) \
+        if any(v is not None for v in tol_args.values()) else None
+    paths: list = []
+    quiet = contextlib.redirect_stdout(sys.stderr) if args.format == "json" else contextlib.nullcontext()
     try:
-        if args.target:
-            step, loaded = load_target(args.target, args.seed)
-        else:
-            step, loaded = reference_step(args.seed), []
-        report = _check(step, args.device, None, None, args.seed, extra_warnings=loaded)
+        with quiet:
+            if args.target:
+                step, loaded = load_target(args.target, args.seed, keep_path=paths)
+            else:
+                step, loaded = reference_step(args.seed), []
+            report = _check(step, args.device, getattr(args, "mode", None), tolerances, args.seed,
+                            extra_warnings=loaded)
     except TargetError as exc:
         print(f"{_PROG}: {exc}", file=sys.stderr)
         return 2
     except (TypeError, ValueError) as exc:
         print(f"{_PROG}: cannot check the step: {_one_line(exc)}", file=sys.stderr)
         return 2
+    finally:
+        for folder in paths:
+            if folder in sys.path:
+                sys.path.remove(folder)
     print(report.to_json() if args.format == "json" else report)
+    if any(f.details.get("exit") for f in report.findings):
+        print(f"{_PROG}: the step called sys.exit(); see the report", file=sys.stderr)
+        return 2
     return 0 if report.ok else 1
 
 

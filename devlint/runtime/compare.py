@@ -15,10 +15,10 @@ The public functions here are the whole comparison; :mod:`devlint.runtime.runs` 
 
 Where the numbers come from (all in :class:`Tolerances`, all overridable):
 
-- ``k = 16``: on the 14 correct models of the test zoo (``fixtures/runtime/zoo.py``), the
-  autocast error of a parameter's gradient is at most 5.3x its noise floor (bfloat16 and
-  float16, CPU; 3.1x for the whole model); 16 is three times that margin. The planted
-  unstable module (``NaiveNorm``) is 1e4-1e5x its floor.
+- ``k = 24``: on the 14 correct models of the test zoo (``fixtures/runtime/zoo.py``) the
+  whole-model autocast error is at most 3.1x its noise floor (bfloat16 and float16, CPU), and
+  at most 7.3x on 23 more Hugging Face architectures tried by hand (DINOv2 in float16); 24
+  leaves a margin of 3. The planted unstable module (``NaiveNorm``) is 2e4x its floor.
 - ``negligible = 1e-3``: a parameter whose reference gradient RMS is below 1e-3 of the model's
   gradient RMS is not judged (a Linear bias right before BatchNorm, an attention key bias:
   their true gradient is zero, so any relative error of theirs is noise). They are counted.
@@ -57,20 +57,18 @@ def round_trip(t: torch.Tensor, mode: str) -> torch.Tensor:
 class Tolerances:
     """How far a run may be from the float32 reference (see the module docstring for sources).
 
-    A parameter's gradient error is ``e = ||g - g_ref||_2 / ||g_ref||_2`` (relative L2, float64
-    on the CPU). A run passes when every judged parameter has ``e <= k * max(f_p, F)``, where
-    ``f_p`` is that parameter's error in the noise-floor run and ``F`` the whole model's
-    (``||g_floor - g_ref|| / ||g_ref||`` over all judged parameters). The same rule judges
-    updates ``params_after - params_before`` for optimizers whose update is linear in the
-    gradient (SGD); for adaptive ones (Adam, RMSprop, ...) the first update is about
-    ``lr * sign(g)``, so updates are reported in units of ``lr`` and not judged. The loss
-    passes when ``|loss - loss_ref| / |loss_ref| <= k * max(floor loss error, u)``.
-
-    Without a floor run (every error already within ``quick * u``, ``u`` the unit roundoff)
-    a run passes at once.
+    The whole-model gradient error is ``E = ||g - g_ref||_2 / ||g_ref||_2`` over all judged
+    parameters concatenated (relative to the model's gradient norm: scale-free; float64 on the
+    CPU). A run passes at once when every judged parameter's own relative error is within
+    ``quick * u`` (``u`` the unit roundoff); otherwise when ``E <= k * F``, ``F`` the same error
+    of the noise-floor run. The same rule judges updates ``params_after - params_before`` for
+    optimizers whose update is linear in the gradient (SGD); for adaptive ones (Adam, RMSprop,
+    ...) the first update is about ``lr * sign(g)``, so updates are reported in units of ``lr``
+    and not judged. The loss passes when ``|loss - loss_ref| / |loss_ref| <= k * max(floor
+    loss error, u)``.
 
     Attributes:
-        k: how many times its noise floor an error may be (unitless). Default 16.
+        k: how many times its noise floor an error may be (unitless). Default 24.
         quick: errors within ``quick * u`` pass without calibration (unitless). Default 8:
             the largest per-parameter autocast error in the zoo's transformers is ~5 u.
         negligible: parameters whose reference gradient RMS is below ``negligible`` times
@@ -83,7 +81,7 @@ class Tolerances:
             kernels of different devices differ by reduction order, ~sqrt(n) * 2**-24.
     """
 
-    k: float = 16.0
+    k: float = 24.0
     quick: float = 8.0
     negligible: float = 1e-3
     underflow: float = 1e-3
@@ -139,6 +137,8 @@ class ParamError:
     zeros: int = 0
     sq_diff: float = 0.0  # ||g - g_ref||^2, for the whole-model error
     sq_ref: float = 0.0  # ||g_ref||^2
+    sq_udiff: float = 0.0  # ||u - u_ref||^2
+    sq_uref: float = 0.0  # ||u_ref||^2
 
 
 @dataclass
@@ -160,13 +160,15 @@ class Errors:
         rms = math.sqrt(sq / n) if n else 0.0
         return {k: p for k, p in self.params.items() if p.ref_rms > tol.negligible * rms}
 
-    def model_error(self, tol: Tolerances) -> float:
-        """``||g - g_ref|| / ||g_ref||`` over the judged parameters (unitless)."""
-        judged = self.judged(tol).values()
-        ref = sum(p.sq_ref for p in judged)
-        if not all(math.isfinite(p.grad) for p in judged):
+    def model_error(self, tol: Tolerances, update: bool = False) -> float:
+        """``||g - g_ref|| / ||g_ref||`` over the judged parameters, all concatenated
+        (unitless); with ``update`` the same for the updates."""
+        judged = list(self.judged(tol).values())
+        diff = sum((p.sq_udiff if update else p.sq_diff) for p in judged)
+        ref = sum((p.sq_uref if update else p.sq_ref) for p in judged)
+        if not math.isfinite(diff):
             return math.inf
-        return math.sqrt(sum(p.sq_diff for p in judged) / ref) if ref > 0 else 0.0
+        return math.sqrt(diff / ref) if ref > 0 else (0.0 if diff == 0 else math.inf)
 
 
 def _rel(diff: float, ref: float) -> float:
@@ -209,16 +211,18 @@ def measure(ref_loss: float, ref_grads: Mapping[str, torch.Tensor | None],
         sq_diff = float((x - r).pow(2).sum()) if finite else math.inf
         zeros = int(((x == 0) & (r != 0)).sum())
         upd = upd_lr = math.nan
+        du = nu = 0.0
         if updates is not None and name in updates and name in ref_updates:
             u = updates[name].detach().to("cpu", torch.float64)
             ur = ref_updates[name].double()
             du = float(torch.linalg.vector_norm(u - ur)) if bool(torch.isfinite(u).all()) else math.inf
-            upd = _rel(du, float(torch.linalg.vector_norm(ur)))
+            nu = float(torch.linalg.vector_norm(ur))
+            upd = _rel(du, nu)
             lr = (lrs or {}).get(name)
             upd_lr = du / (lr * math.sqrt(max(r.numel(), 1))) if lr else None
         out.params[name] = ParamError(name, r.numel(), _rel(math.sqrt(sq_diff), math.sqrt(sq_ref)),
                                       upd, upd_lr, math.sqrt(sq_ref / max(r.numel(), 1)), zeros,
-                                      sq_diff, sq_ref)
+                                      sq_diff, sq_ref, du * du, nu * nu)
     return out
 
 
@@ -268,68 +272,70 @@ def judge(errors: Errors, mode: str, tol: Tolerances, floor: Errors | None = Non
           adaptive: bool = False, fixed_rtol: float | None = None) -> Verdict:
     """Judge a run's :class:`Errors` (see :class:`Tolerances` for the rule).
 
+    Three ways, by the arguments:
+
+    - ``floor`` given (calibrated): the whole-model gradient error ``E`` (all judged
+      parameters concatenated, i.e. relative to the model's gradient norm) must be within
+      ``tol.k * F``, ``F`` the floor run's ``E``; likewise the whole-model update error for
+      optimizers linear in the gradient; the loss within ``tol.k * max(floor loss, u)``.
+      Per-parameter errors are not judged one by one here: the gradient of a parameter that
+      is a sum with cancellation (a classifier bias over a small batch) has a large relative
+      error in any precision, and is small against the model's gradient norm.
+    - ``fixed_rtol`` given (float32 across devices): ``E`` and the loss error within it.
+    - neither (the quick bound): every judged parameter's own relative error and the loss
+      error within ``tol.quick * u``. When this fails the caller measures a floor; failing
+      the quick bound alone is never a mismatch in :func:`devlint.runtime.check_step`.
+
     Args:
         errors: the run's errors from :func:`measure`.
         mode: ``"float32"``, ``"bfloat16"`` or ``"float16"``.
         tol: the mode's :class:`Tolerances`.
-        floor: the noise-floor run's errors; when None the run is judged by the quick bound
-            ``tol.quick * u`` (or ``fixed_rtol`` when given, e.g. float32 across devices).
+        floor: the noise-floor run's errors.
         adaptive: the optimizer is adaptive (Adam-like): updates are reported, not judged.
-        fixed_rtol: judge every relative error against this bound instead.
+        fixed_rtol: judge the whole-model error against this bound.
 
     Returns:
-        a :class:`Verdict`; never raises for finite or infinite errors.
+        a :class:`Verdict` whose ``worst`` lists the parameters contributing most to the
+        error (name, own relative error, limit); never raises.
     """
     judged = errors.judged(tol)
     excluded = len(errors.params) - len(judged)
     model_err = errors.model_error(tol)
+    upd_err = errors.model_error(tol, update=True) if not adaptive else None
+    floor_err = None
     if fixed_rtol is not None:
-        limit_of = lambda _name, _kind: fixed_rtol  # noqa: E731
-        loss_limit = fixed_rtol
-        how = f"relative error within {fixed_rtol:g}"
-        floor_err = None
+        limit = loss_limit = fixed_rtol
+        ok_grad = model_err <= limit
+        ok_upd = adaptive or math.isnan(upd_err) or upd_err <= limit
+        how = f"whole-model relative error within {fixed_rtol:g}"
     elif floor is None:
-        q = tol.quick * unit_roundoff(mode)
-        limit_of = lambda _name, _kind: q  # noqa: E731
-        loss_limit = q
-        how = f"within {tol.quick:g} unit roundoffs of {mode} ({q:.1e}), no calibration needed"
-        floor_err = None
+        limit = loss_limit = tol.quick * unit_roundoff(mode)
+        ok_grad = all(p.grad <= limit for p in judged.values())
+        ok_upd = adaptive or all(math.isnan(p.update) or p.update <= limit for p in judged.values())
+        how = f"within {tol.quick:g} unit roundoffs of {mode} ({limit:.1e}), no calibration needed"
     else:
         floor_err = floor.model_error(tol)
-        upd_floor = max((p.update for p in floor.judged(tol).values() if math.isfinite(p.update)),
-                        default=0.0)
-
-        def limit_of(name, kind):
-            fp = floor.params.get(name)
-            if kind == "grad":
-                own = fp.grad if fp else 0.0
-                return tol.k * max(own if math.isfinite(own) else 0.0, floor_err)
-            own = fp.update if fp else 0.0
-            return tol.k * max(own if math.isfinite(own) else 0.0, upd_floor)
-
+        limit = tol.k * floor_err
         loss_limit = tol.k * max(floor.loss, unit_roundoff(mode))
-        how = (f"within {tol.k:g}x the noise floor of {mode} rounding on this model "
-               f"(floor {floor_err:.1e})")
+        ok_grad = model_err <= limit
+        ok_upd = True
+        if not adaptive:
+            upd_floor = floor.model_error(tol, update=True)
+            ok_upd = math.isnan(upd_err) or upd_err <= tol.k * upd_floor
+        how = (f"whole-model error within {tol.k:g}x the noise floor of {mode} rounding on this "
+               f"model (floor {floor_err:.1e}, limit {limit:.1e})")
+    share = sorted(judged.values(), key=lambda p: -p.sq_diff)
     worst = []
-    for name, p in judged.items():
-        limit = limit_of(name, "grad")
-        if not p.grad <= limit:
-            worst.append((name, p.grad, limit))
-        elif not adaptive and math.isfinite(limit_of(name, "update")) and not math.isnan(p.update):
-            ul = limit_of(name, "update")
-            if not p.update <= ul:
-                worst.append((name + " (update)", p.update, ul))
-    worst.sort(key=lambda w: -(w[1] / w[2]) if w[2] > 0 else -math.inf)
+    if not (ok_grad and ok_upd):
+        worst = [(p.name, p.grad, limit) for p in share if p.sq_diff > 0][:20]
     if adaptive:
         ups = [p.update_lr for p in judged.values() if p.update_lr is not None]
         update_err = max(ups, default=None)
-    else:
-        ups = [p.update for p in judged.values() if not math.isnan(p.update)]
-        update_err = max(ups, default=None)
-    loss_ok = errors.loss <= loss_limit
-    if adaptive:
         how += "; judged on gradients (adaptive optimizer: first update ~ lr*sign(g); update err in lr units)"
-    ok = not worst and loss_ok and not errors.missing
+    else:
+        update_err = upd_err if upd_err is not None and not math.isnan(upd_err) else None
+    loss_ok = errors.loss <= loss_limit
+    ok = ok_grad and ok_upd and loss_ok and not errors.missing
     return Verdict(ok, model_err, floor_err, worst, update_err, not adaptive, excluded, errors.loss,
                    loss_ok, how, list(errors.missing))
 

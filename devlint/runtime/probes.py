@@ -108,7 +108,12 @@ class _NonFiniteProbe(TorchDispatchMode):
                if o.is_floating_point() and o.numel() and not bool(torch.isfinite(o).all())]
         if not bad:
             return
+        flat = tree_flatten((args, kwargs))[0]
+        if any(isinstance(a, float) and not math.isfinite(a) for a in flat):
+            return  # a deliberate -inf (masked_fill(mask, -inf), torch.full(..., -inf))
         ins = [t for t in _tensors((args, kwargs)) if t.is_floating_point() and t.numel()]
+        if any(not bool(torch.isfinite(t).all()) for t in ins):
+            return  # inf/NaN handed on from an earlier op: not where it starts
         ranges, finite = [], True
         for t in ins:
             ok = torch.isfinite(t)
@@ -138,6 +143,9 @@ def nonfinite_probe(step: TrainingStep, device: str, dtype: torch.dtype, seed: i
     tracker = ModuleTracker()
     labels = _NodeLabels(model)
     probe = _NonFiniteProbe(tracker, labels, model)
+    for name, t in [*model.named_parameters(), *(("batch", b) for b in _tensors(batch))]:
+        if t.is_floating_point() and not bool(torch.isfinite(t).all()):
+            return NonFinite("(input)", name, str(t.dtype).replace("torch.", ""), False, [], False)
     torch.manual_seed(seed)
     try:
         with tracker, probe:
@@ -168,12 +176,13 @@ def _rel_err(a, b) -> float:
     return math.sqrt(num / den) if den > 0 else (0.0 if num == 0 else math.inf)
 
 
-def unstable_modules(step: TrainingStep, device: str, mode: str, seed: int, k: float = 16.0):
+def unstable_modules(step: TrainingStep, device: str, mode: str, seed: int, k: float = 24.0):
     """Find the innermost modules whose output under autocast drifts far beyond rounding.
 
     Replays the forward in float32 (no grad). At every module call, the module is run again
-    on the same inputs (a) under ``torch.autocast(mode)`` and (b) in float32 on inputs rounded
-    to the mode's dtype, with the RNG state of the original call (same dropout). A module is
+    on the same inputs (a) cast to the mode's dtype (as a previous autocast op hands them
+    on), under ``torch.autocast(mode)``, and (b) in float32 on inputs rounded to the mode's
+    dtype, with the RNG state of the original call (same dropout). A module is
     unstable when its autocast output error (relative L2 against float32) exceeds
     ``k * max(error of (b), u)`` and ``32 u`` (``u`` the unit roundoff): the error comes from
     computing in the low precision, not from representing the inputs. Returns
@@ -214,8 +223,9 @@ def unstable_modules(step: TrainingStep, device: str, mode: str, seed: int, k: f
         busy[0] = True
         try:
             set_rng(before)
+            largs = map_tensors(lambda t: t.to(dtype) if t.is_floating_point() else t, (args, kwargs))
             with torch.autocast(device_type=device, dtype=dtype):
-                low = mod(*args, **kwargs)
+                low = mod(*largs[0], **largs[1])
             set_rng(before)
             rargs = map_tensors(lambda t: round_trip(t, mode), (args, kwargs))
             rounded = mod(*rargs[0], **rargs[1])
@@ -229,8 +239,8 @@ def unstable_modules(step: TrainingStep, device: str, mode: str, seed: int, k: f
         label = f"{label} ({type(mod).__name__})" if label else f"{type(mod).__name__} (the model itself)"
         if label not in worst:
             order.append(label)
-        prev = worst.get(label, (0.0, 0.0))
-        if e_low > prev[0]:
+            worst[label] = (e_low, e_round)
+        elif e_low > worst[label][0]:
             worst[label] = (e_low, e_round)
 
     for mod in names:

@@ -222,8 +222,8 @@ class Report:
                        else "failed: see the runs above")
             return "\n".join(out)
         n_err = len(self.errors)
-        out.append(f"findings ({n_err}" + (f", and {len(self.findings) - n_err} for information)"
-                                          if n_err < len(self.findings) else ")") + ":")
+        info = len(self.findings) - n_err
+        out.append(f"findings ({n_err}" + (f", and {info} for information)" if info else ")") + ":")
         for i, f in enumerate(self.findings, 1):
             where = f"{f.device} {f.mode}" if f.mode else (f.device or "")
             out.append(f"{i}. [{f.kind}]" + (" (info)" if f.severity == "info" else "")

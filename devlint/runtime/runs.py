@@ -76,6 +76,7 @@ class _Raw:
     rng_used: bool = False
     mixes: list = field(default_factory=list)
     unmoved: dict = field(default_factory=dict)
+    ok: bool = True  # set once judged
 
 
 def _first_line(exc: BaseException) -> str:
@@ -132,7 +133,7 @@ def _run(step: TrainingStep, device: str, mode: str, seed: int, *, keep: bool = 
             tracker = None
             target = device
         phase = "moving the model"
-        model.to(target)
+        standin.to_stand_in(model) if stand_in else model.to(target)
         batch = map_tensors(lambda t: t.to(target), batch)
         named = list(model.named_parameters())
         phase = "optimizer"
@@ -185,10 +186,13 @@ def _run(step: TrainingStep, device: str, mode: str, seed: int, *, keep: bool = 
                 scaler.unscale_(optimizer)
             if step.clip_grad_norm is not None:
                 torch.nn.utils.clip_grad_norm_(model.parameters(), step.clip_grad_norm)
+            scheduler = step.scheduler(optimizer) if step.scheduler is not None else None
             scaler.step(optimizer)
             scaler.update()
-            if step.scheduler is not None:
-                step.scheduler(optimizer).step()
+            if scheduler is not None:
+                with warnings.catch_warnings():  # a skipped float16 step warns, as in training
+                    warnings.simplefilter("ignore", UserWarning)
+                    scheduler.step()
         hook.remove()
         raw.rng_used = not torch.equal(rng_before, torch.get_rng_state())
         if scaler.is_enabled():
@@ -393,7 +397,7 @@ def _nonfinite_finding(step: TrainingStep, raw: _Raw, runs: dict, seed: int) -> 
     clean = ""
     if raw.mode == "float16":
         o = runs.get((raw.device, "bfloat16"))
-        if o is not None and o.error is None and not o.nonfinite:
+        if o is not None and o.error is None and not o.nonfinite and o.ok:
             clean = f"; bfloat16 runs clean on {raw.device} (same exponent range as float32)"
         elif o is not None:
             clean = f"; bfloat16 is not clean on {raw.device} either"
@@ -409,8 +413,7 @@ def _nonfinite_finding(step: TrainingStep, raw: _Raw, runs: dict, seed: int) -> 
         msg = (f"{what} in the {raw.mode} run: the first op whose output is inf/NaN is {phase}{nf.op} in "
                f"{nf.module}, output {nf.out_dtype}, inputs {ins}{limit}{clean}")
     else:
-        msg = (f"{what} in the {raw.mode} run: {phase}{nf.op} in {nf.module} already receives inf/NaN "
-               f"(from the batch or a parameter), inputs {ins}{clean}")
+        msg = (f"{what} in the {raw.mode} run: {nf.module} already holds inf/NaN before the step{clean}")
     fix = ("use dtype=torch.bfloat16 in autocast, scale values down before this op, or run it in "
            "float32 with torch.autocast(..., enabled=False)")
     if raw.mode == "float32":
@@ -423,7 +426,7 @@ def _nonfinite_finding(step: TrainingStep, raw: _Raw, runs: dict, seed: int) -> 
 def _mismatch_finding(step, raw: _Raw, verdict: Verdict, seed: int, tol: Tolerances) -> Finding:
     model = step.model
     listed = verdict.worst[:MAX_LISTED]
-    names = ", ".join(f"{n} {e:.1e} (limit {lim:.1e})" for n, e, lim in listed)
+    names = "largest parts: " + ", ".join(f"{n} (its own error {e:.1e})" for n, e, _ in listed)
     more = f" and {len(verdict.worst) - MAX_LISTED} more" if len(verdict.worst) > MAX_LISTED else ""
     first = listed[0][0].replace(" (update)", "") if listed else None
     module = _module_of(model, first) if first else "loss_fn"
@@ -448,8 +451,9 @@ def _mismatch_finding(step, raw: _Raw, verdict: Verdict, seed: int, tol: Toleran
         "mismatch",
         f"{raw.mode} gradients on {raw.device} are beyond what {raw.mode} reaches on this model "
         f"(whole-model error {verdict.grad_err:.1e}"
-        + (f", noise floor {verdict.floor:.1e}" if verdict.floor is not None else "")
-        + f"): {names}{more}{loss}{culprit}",
+        + (f", noise floor {verdict.floor:.1e}, limit {listed[0][2]:.1e}"
+           if verdict.floor is not None and listed else "")
+        + f"); {names}{more}{loss}{culprit}",
         "run the named module in float32 (torch.autocast(..., enabled=False) around it, inputs "
         ".float()), or pass looser Tolerances",
         module=module, name=first, device=raw.device, mode=raw.mode, details=details)
@@ -461,7 +465,7 @@ def _underflow_finding(step, raw: _Raw, ref: _Raw, tol: Tolerances) -> Finding |
     With a GradScaler in use the loss is multiplied by the scale, so what underflows is
     estimated from the reference: elements non-zero in float32 but below float16's smallest
     subnormal (2**-24) in magnitude, and how many of them the scaled run keeps; this is
-    information, not an error, when the scaler keeps them. Without a scaler (a custom
+    information, not an error: the step already does what fixes underflow. Without a scaler (a custom
     step_fn that never calls ``scaler.scale``) the run's own zeros are counted, and a
     fraction above ``tol.underflow`` is an error.
     """
@@ -476,7 +480,7 @@ def _underflow_finding(step, raw: _Raw, ref: _Raw, tol: Tolerances) -> Finding |
         lost = sum(int(m.sum()) for m in tiny.values())
         kept = lost - sum(min(raw.errors.params[n].zeros, int(m.sum()))
                           for n, m in tiny.items() if n in raw.errors.params)
-        info = kept >= lost * (1 - tol.underflow)
+        info = True  # the step scales its loss: what float16 cannot hold is its range, not a bug
     frac = lost / total
     if frac <= tol.underflow:
         return None
@@ -656,7 +660,7 @@ def _row(step, raw: _Raw, ref: _Raw, tol: Tolerances, seed: int, cross: bool, re
                     "device-placement", f"the step fails on {raw.device} with a device mismatch: "
                     f"{raw.error}", "move every tensor the step uses with .to(device), or create it "
                     "with device=", module=raw.module, device=raw.device, mode=raw.mode))
-        elif raw.error_kind == "fp16-grads" and any(f.kind == "master-weights" for f in report.findings):
+        elif any(f.kind == "master-weights" for f in report.findings):
             run.error += " (see the master-weights finding)"
         elif raw.error_kind == "exit":
             report.findings.append(Finding(
@@ -671,6 +675,7 @@ def _row(step, raw: _Raw, ref: _Raw, tol: Tolerances, seed: int, cross: bool, re
     verdict = _judge_run(step, raw, ref, tol, seed, cross)
     run.loss_err, run.grad_err, run.floor = verdict.loss_err, verdict.grad_err, verdict.floor
     run.update_err, run.how, run.excluded = verdict.update_err, verdict.how, verdict.excluded
+    raw.ok = verdict.ok
     if not verdict.ok:
         run.status = "mismatch"
         report.findings.append(_mismatch_finding(step, raw, verdict, seed, tol))
