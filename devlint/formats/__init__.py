@@ -83,11 +83,12 @@ def _lines(path: str, cell: int | None) -> tuple[str, ...]:
 
         return tuple(cell_lines(data, cell))
     from ..engine import decode
+    from ..source import split_lines
 
     try:
-        return tuple(decode(data).splitlines())
+        return tuple(split_lines(decode(data)))
     except (SyntaxError, UnicodeDecodeError, LookupError):
-        return tuple(data.decode("utf-8", "replace").splitlines())
+        return tuple(split_lines(data.decode("utf-8", "replace")))
 
 
 def source_line(finding: Finding) -> str | None:
