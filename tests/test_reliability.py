@@ -14,7 +14,6 @@ import io
 import pytest
 
 from devlint import cli, source
-from devlint.cache import Cache
 from devlint.engine import _longest_chain, lint
 from devlint.finding import Edit, Finding, Fix
 from devlint.fix import apply, fix_source, write_atomic
@@ -205,15 +204,16 @@ def test_a_fifo_named_py_is_skipped(tmp_tree):
 ])
 def test_a_bad_cache_entry_is_ignored_and_replaced(tmp_path, entry):
     (tmp_path / "a.py").write_text("import torch\nx = torch.ones(1).cuda()\n")
-    cache = Cache(tmp_path, ["DEV"], [])
-    key = cache.key("a.py", (tmp_path / "a.py").read_bytes())
-    (tmp_path / ".devlint_cache" / key[:2]).mkdir(parents=True)
-    (tmp_path / ".devlint_cache" / key[:2] / key).write_text(entry.replace("KEY", key))
+    assert devlint("check", "a.py", cwd=tmp_path).returncode == 1  # writes the entry
+    entries = [p for p in (tmp_path / ".devlint_cache").glob("*/*") if not p.name.startswith(".")]
+    assert len(entries) == 1
+    entries[0].write_text(entry.replace("KEY", entries[0].name))
     for _ in range(2):  # the first run replaces the entry, the second reads it
         result = devlint("check", "a.py", cwd=tmp_path)
         assert result.returncode == 1 and "internal error" not in result.stderr
         assert parse_findings(result.stdout) == {"a.py": {(2, "DEV102")}}
-    assert cache.get(key) == lint("import torch\nx = torch.ones(1).cuda()\n", "a.py")
+    stored = json.loads(entries[0].read_text())
+    assert stored["key"] == entries[0].name and [f["code"] for f in stored["findings"]] == ["DEV102"]
 
 
 def test_an_unlistable_folder_is_one_finding_and_the_run_goes_on(tmp_tree, monkeypatch, capsys):
@@ -286,3 +286,11 @@ def test_add_noqa_goes_on_the_finding_line_after_u2028():
     text = 'import torch\nx = "a\u2028b"\ny = torch.ones(1).cuda()\n'.replace("\n", "\r\n")
     new, changed = noqa.add(text, [Finding("a.py", 3, 0, "DEV102", "m")])
     assert changed == 1 and new == text.replace("cuda()\r\n", "cuda()  # noqa: DEV102\r\n")
+
+
+@pytest.mark.parametrize("spelling", ["({call})", "( {call} )", "(\n    {call}\n)", "(({call}))"])
+def test_a_parenthesised_call_is_fixed_with_its_parentheses(spelling):
+    call = "torch.cuda.amp.GradScaler(enabled=True)"
+    text = "import torch\ns = " + spelling.format(call=call) + "\n"
+    new, count = fix(text)
+    assert count == 1 and new == text.replace(call, 'torch.amp.GradScaler("cuda", enabled=True)')

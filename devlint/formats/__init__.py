@@ -73,7 +73,9 @@ def _lines(path: str, cell: int | None) -> tuple[str, ...]:
             from ..notebook import cell_lines
 
             return tuple(cell_lines(data, cell))
-        return tuple(SOURCES[path].splitlines())
+        from ..source import split_lines
+
+        return tuple(split_lines(SOURCES[path]))
     try:
         data = Path(path).read_bytes()
     except OSError:
