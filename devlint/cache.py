@@ -4,7 +4,9 @@ The key is a SHA-256 of the file's bytes, its path, the selection, devlint's ver
 digest of devlint's own source files (so an edited rule never serves stale results). Entries
 are written to a temporary file and renamed into place, which is atomic on POSIX and Windows:
 concurrent runs (pre-commit, an editor and CI on one checkout) can share the folder. A cache
-that cannot be read or written is simply not used.
+that cannot be read or written is simply not used, and an entry is checked before it is
+trusted: its format version, its own key and the shape of every finding; anything else (a
+truncated file, another tool's JSON, a hand edit) is ignored and replaced on this run.
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ from . import __version__
 from .finding import Edit, Finding, Fix
 
 FOLDER = ".devlint_cache"
+#: The layout of one entry: ``{"format": FORMAT, "key": <its file name>, "findings": [...]}``.
+FORMAT = 2
 
 
 @lru_cache(maxsize=1)
@@ -45,10 +49,19 @@ class Cache:
         return hashlib.sha256(f"{self.salt}|{path}|".encode() + data).hexdigest()
 
     def get(self, key: str) -> list[Finding] | None:
+        """The findings stored under ``key``, or ``None`` when there is no valid entry."""
         try:
             raw = json.loads((self.folder / key[:2] / key).read_text(encoding="utf-8"))
-            return [_finding(item) for item in raw]
-        except (OSError, ValueError, TypeError, KeyError):
+        except (OSError, ValueError, RecursionError):
+            return None
+        if not isinstance(raw, dict) or raw.get("format") != FORMAT or raw.get("key") != key:
+            return None
+        items = raw.get("findings")
+        if not isinstance(items, list):
+            return None
+        try:
+            return [_finding(item) for item in items]
+        except (ValueError, TypeError, KeyError, AttributeError):
             return None
 
     def put(self, key: str, findings: list[Finding]) -> None:
@@ -61,14 +74,34 @@ class Cache:
             target.parent.mkdir(exist_ok=True)
             fd, temporary = tempfile.mkstemp(dir=target.parent, prefix=".tmp-")
             with os.fdopen(fd, "w", encoding="utf-8") as out:
-                json.dump([asdict(f) for f in findings], out)
+                json.dump({"format": FORMAT, "key": key, "findings": [asdict(f) for f in findings]}, out)
             os.replace(temporary, target)
         except OSError:
             pass
 
 
-def _finding(item: dict) -> Finding:
+_FIELDS = {"path": str, "line": int, "column": int, "code": str, "message": str, "end_line": int, "end_column": int}
+_EDIT_FIELDS = {"line": int, "column": int, "end_line": int, "end_column": int, "text": str}
+
+
+def _typed(item, fields: dict, optional: dict) -> dict:
+    """``item`` if it is a dict with exactly these fields of these types (raises ``TypeError``)."""
+    if not isinstance(item, dict) or not set(fields) <= set(item) <= set(fields) | set(optional):
+        raise TypeError("not an entry of this cache")
+    for name, kind in {**fields, **optional}.items():
+        value = item.get(name)
+        if name in fields or value is not None:
+            if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+                raise TypeError(f"{name} is not {kind.__name__}")
+    return item
+
+
+def _finding(item) -> Finding:
+    """A :class:`Finding` from its stored form (raises ``TypeError`` for any other shape)."""
+    item = _typed(item, _FIELDS, {"fix": dict, "cell": int})
     fix = item.get("fix")
     if fix is not None:
-        fix = Fix(fix["description"], tuple(Edit(**e) for e in fix["edits"]), fix.get("safe", True))
+        _typed(fix, {"description": str, "edits": list, "safe": bool}, {})
+        edits = tuple(Edit(**_typed(e, _EDIT_FIELDS, {"original": str})) for e in fix["edits"])
+        fix = Fix(fix["description"], edits, fix["safe"])
     return Finding(**{**item, "fix": fix})

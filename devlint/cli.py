@@ -22,9 +22,11 @@ from .cache import Cache
 from .config import Config, ConfigError, Resolver, check_codes, parse_version
 from .engine import PARSE_ERROR, enabled_rules
 from .finding import Finding
+from .fix import FileFix
 from .formats.text import applicable, line as _text_line
 from .rules import all_rules
-from .runner import check_paths, check_source, discover, display_path
+from .runner import check_paths, check_source, discover, display_path, read_file
+from .source import split_lines
 
 
 class UsageError(Exception):
@@ -63,7 +65,7 @@ def repository_root(start: str | None = None) -> Path:
     upwards, else the current folder: machine-readable formats give paths relative to it."""
     here = Path(os.path.abspath(start or os.getcwd()))
     for folder in (here, *here.parents):
-        if (folder / ".git").exists():
+        if os.path.exists(folder / ".git"):  # never raises, even where a folder cannot be searched
             return folder
     return Path(os.getcwd())
 
@@ -159,31 +161,33 @@ def _diff(path: str, before: bytes, after: bytes, changed=None) -> str:
 
     if changed is not None:  # a notebook: one diff per changed cell, as ruff prints
         return "".join(
-            "".join(difflib.unified_diff(old.splitlines(keepends=True), new.splitlines(keepends=True),
+            "".join(difflib.unified_diff(split_lines(old, keepends=True), split_lines(new, keepends=True),
                                          f"a/{path}:cell {number}", f"b/{path}:cell {number}"))
             for number, old, new in changed
         )
-    old = before.decode("utf-8", "replace").splitlines(keepends=True)
-    new = after.decode("utf-8", "replace").splitlines(keepends=True)
-    return "".join(difflib.unified_diff(old, new, f"a/{path}", f"b/{path}"))
+    return FileFix(path, before, after, 1).diff()
 
 
-def _fix_files(run: Run, groups, stdin: dict[str, bytes]) -> tuple[int, Counter, dict[str, bytes]]:
+def _fix_files(run: Run, groups, stdin: dict[str, bytes]) -> tuple[int, Counter, dict[str, bytes], list[Finding]]:
     """Apply autofixes in place (``--fix``) or print them as a unified diff (``--diff``).
 
-    Returns (findings fixed, fixed findings per (path, code), fixed text of standard input).
-    A finding counts as fixed when the file has one fewer of its code afterwards."""
-    from .fix import fix_notebook, fix_source
+    Returns (findings fixed, fixed findings per (path, code), fixed text of standard input,
+    a DEV000 for each file that could not be written). A finding counts as fixed when the
+    file has one fewer of its code afterwards. ``per-file-ignores`` hold for fixes too; a
+    file is replaced atomically (:func:`devlint.fix.write_atomic`)."""
+    from .fix import fix_notebook, fix_source, write_atomic
 
     args = run.args
     fixed_by: Counter = Counter()
     outputs: dict[str, bytes] = {}
+    errors: list[Finding] = []
     for config, files in groups:
-        select, ignore = run.selection(config)
+        select, group_ignore = run.selection(config)
         for path in files:
             name = args.stdin_filename or path if path == "-" else path
+            ignore = [*group_ignore, *config.ignored_codes(name)]
             try:
-                data = stdin[path] if path == "-" else Path(path).read_bytes()
+                data = stdin[path] if path == "-" else read_file(path)
             except (OSError, KeyError):
                 continue
             changed = None
@@ -202,8 +206,14 @@ def _fix_files(run: Run, groups, stdin: dict[str, bytes]) -> tuple[int, Counter,
             if args.diff:
                 sys.stdout.write(_diff(display_path(name), data, new, changed))
             elif path != "-":
-                Path(path).write_bytes(new)
-    return sum(fixed_by.values()), fixed_by, outputs
+                try:
+                    write_atomic(path, new)
+                except OSError as exc:
+                    for code, number in (before - after).items():
+                        fixed_by[(display_path(name), code)] -= number
+                    message = f"could not write the fixed file, left unchanged: {exc.strerror or exc}"
+                    errors.append(Finding(path, 1, 0, PARSE_ERROR, message, 1, 0))
+    return sum(fixed_by.values()), +fixed_by, outputs, errors
 
 
 def _lint_bytes(data: bytes, path: str, select, ignore) -> list[Finding]:
@@ -263,8 +273,9 @@ def check_once(run: Run) -> int:
     groups = _groups(run, files)
     fixed = 0
     fixed_by: Counter = Counter()
+    fix_errors: list[Finding] = []
     if args.fix or args.diff:
-        fixed, fixed_by, outputs = _fix_files(run, groups, stdin)
+        fixed, fixed_by, outputs, fix_errors = _fix_files(run, groups, stdin)
         if args.diff:
             if args.show_fixes:
                 sys.stderr.write(_show_fixes(fixed_by))
@@ -276,7 +287,7 @@ def check_once(run: Run) -> int:
             sys.stdout.flush()
     if args.add_noqa:
         return _add_noqa(run, groups)
-    findings: list[Finding] = []
+    findings: list[Finding] = list(fix_errors)
     rules_ran: dict[str, type] = {}
     for config, paths in groups:
         select, ignore = run.selection(config)
@@ -319,12 +330,28 @@ def check_once(run: Run) -> int:
         elif fixed:
             report += f"Fixed {_findings(fixed)}.\n"
     out = sys.stderr if "-" in stdin and args.fix else sys.stdout
-    if args.output_file:
-        Path(args.output_file).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.output_file).write_text(report, encoding="utf-8")
-    else:
-        out.write(report)
+    _emit(report, args.output_file, out)
     return 1 if findings and not args.exit_zero else 0
+
+
+def _emit(report: str, output_file: str | None, out) -> None:
+    """Write the report to ``output_file`` (UTF-8) or ``out``. A file name that is not valid
+    in the file system's encoding goes out as its own bytes (``surrogateescape``)."""
+    if output_file:
+        Path(output_file).parent.mkdir(parents=True, exist_ok=True)
+        Path(output_file).write_bytes(report.encode("utf-8", "surrogateescape"))
+        return
+    try:
+        out.write(report)
+    except UnicodeEncodeError:  # a strict console encoding: what it cannot show is escaped
+        encoding = out.encoding or "utf-8"
+        try:
+            data = report.encode(encoding, "surrogateescape")
+        except UnicodeEncodeError:
+            data = report.encode(encoding, "backslashreplace")
+        out.flush()
+        out.buffer.write(data)
+        out.flush()
 
 
 def _print_settings(run: Run, files: Sequence[str]) -> int:
@@ -354,11 +381,8 @@ def _add_noqa(run: Run, groups) -> int:
     """``--add-noqa``: a ``# noqa: CODE`` for every finding, merged into an existing
     ``# noqa`` (:func:`devlint.noqa.add`); a file whose new comments would not silence every
     finding is left unchanged."""
-    import io
-    import tokenize
-
-    from . import noqa
-    from .engine import decode
+    from . import noqa, source
+    from .fix import write_atomic
 
     total = 0
     for config, files in groups:
@@ -367,16 +391,20 @@ def _add_noqa(run: Run, groups) -> int:
             if path == "-" or path.endswith(".ipynb"):
                 continue
             try:
-                data = Path(path).read_bytes()
-                encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
-                text = decode(data)
+                data = read_file(path)
+                decoded = source.decode(data)
+                text = decoded.text
             except (OSError, SyntaxError, UnicodeDecodeError, LookupError):
                 continue
             findings = [f for f in check_source(data, path, select, ignore)
                         if f.code != PARSE_ERROR and not _per_file_dropped(f, config)]
             new, added = noqa.add(text, findings)
             if added and not noqa.apply(findings, new):
-                Path(path).write_bytes(new.encode(encoding))  # utf-8-sig writes a BOM back
+                try:
+                    write_atomic(path, decoded.encode(new))  # the BOM and cookie's encoding kept
+                except (OSError, UnicodeEncodeError) as exc:
+                    print(f"devlint: warning: {display_path(path)}: could not write: {exc}; left unchanged", file=sys.stderr)
+                    continue
                 total += added
             elif added:
                 print(f"devlint: warning: {display_path(path)}: could not place # noqa comments that silence every finding; left unchanged", file=sys.stderr)

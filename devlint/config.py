@@ -156,7 +156,7 @@ def find(start: str | os.PathLike | None = None, cache: dict | None = None) -> P
     (raises :class:`ConfigError` for one that is not valid TOML). ``cache`` maps folders
     already searched to their answer."""
     here = Path(os.path.abspath(start or os.getcwd()))
-    if not here.is_dir():
+    if not os.path.isdir(here):  # never raises, even where a folder cannot be searched
         here = here.parent
     seen = []
     found = None
@@ -177,10 +177,18 @@ def _holder(folder: Path) -> Path | None:
     """``folder/pyproject.toml`` if it holds ``[tool.devlint]`` (raises :class:`ConfigError`
     if it is not valid TOML)."""
     candidate = folder / "pyproject.toml"
-    if candidate.is_file():
-        document = _read(candidate)
-        if isinstance(document.get("tool"), dict) and "devlint" in document["tool"]:
-            return candidate
+    try:  # a file that cannot be read (permissions, a folder by that name) is passed over
+        with candidate.open("rb"):
+            pass
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except OSError as exc:
+        print(f"devlint: warning: could not read {candidate}: {exc.strerror or exc}; its settings are not used",
+              file=sys.stderr)
+        return None
+    document = _read(candidate)
+    if isinstance(document.get("tool"), dict) and "devlint" in document["tool"]:
+        return candidate
     return None
 
 

@@ -9,6 +9,7 @@ files that have findings.
 from __future__ import annotations
 
 import ast
+import bisect
 import dataclasses
 import re
 import sys
@@ -18,6 +19,7 @@ import libcst as cst
 from libcst.metadata import CodePosition, CodeRange, MetadataWrapper, PositionProvider
 
 from . import guards
+from . import source as source_text
 from .finding import Edit, Finding, Fix
 from .names import ImportTable, dotted
 from .rule import Analysis, Participant, Rule
@@ -376,12 +378,7 @@ def decode(data: bytes) -> str:
 
     Raises ``SyntaxError`` for an unknown encoding and ``UnicodeDecodeError`` for bytes
     that do not decode."""
-    import io
-    import tokenize
-
-    encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
-    text = data.decode(encoding)
-    return text[1:] if text.startswith("\ufeff") else text
+    return source_text.decode(data).text
 
 
 def lint(
@@ -451,9 +448,45 @@ def lint_module(
     finally:
         sys.setrecursionlimit(limit)
 
-#: libcst's parser is superlinear in the length of one binary-operator chain (3,000 terms on a
-#: line: 30 s). Lines this long with this many operators are blanked and reported instead.
+#: libcst's parser is superlinear in the length of one chain of binary operators or trailers
+#: (``a + b + ...``, ``a.b.c...``, ``f()()...``, ``x[0][0]...``: 2,000 terms take seconds, 3,000
+#: terms 30 s), though linear in the elements of a literal (a 5 MB list is fine). Lines this
+#: long holding a chain this long are blanked and reported instead.
 LONG_LINE, MANY_OPERATORS = 10_000, 1_000
+_CHAIN_PART = re.compile(r"""[-+*/|&%@.(\[{)\]},;:'"\\#]""")
+
+
+def _longest_chain(line: str) -> int:
+    """The most operators and trailers at one bracket depth of ``line`` with no ``,``, ``;``
+    or ``:`` between them (string literals and a comment left out): the length of its
+    longest chain, roughly. A literal's elements are separated by commas, so a long list of
+    ``-1.5`` counts 2."""
+    depth_counts, best, quote, escaped = [0], 0, "", -1
+    for match in _CHAIN_PART.finditer(line):
+        char, at = match.group(), match.start()
+        if quote:
+            if char == "\\" and at != escaped:
+                escaped = at + 1
+            elif char == quote and at != escaped:
+                quote = ""
+            continue
+        if char in "'\"":
+            quote = char
+        elif char == "#":
+            break
+        elif char in ",;:":
+            depth_counts[-1] = 0
+        elif char in "([{":
+            depth_counts[-1] += 1
+            best = max(best, depth_counts[-1])
+            depth_counts.append(0)
+        elif char in ")]}":
+            if len(depth_counts) > 1:
+                depth_counts.pop()
+        else:
+            depth_counts[-1] += 1
+            best = max(best, depth_counts[-1])
+    return best
 
 
 def _defuse(text: str, path: str) -> tuple[str, list[Finding]]:
@@ -463,10 +496,10 @@ def _defuse(text: str, path: str) -> tuple[str, list[Finding]]:
     lines = text.split("\n")
     skipped = []
     for i, line in enumerate(lines):
-        if len(line) > LONG_LINE and sum(line.count(op) for op in "+-*/|&%@.") > MANY_OPERATORS:
+        if len(line) > LONG_LINE and _longest_chain(line) > MANY_OPERATORS:
             indent = line[: len(line) - len(line.lstrip())]
             lines[i] = indent + "..."
-            skipped.append(Finding(path, i + 1, 0, PARSE_ERROR, f"could not analyse: line of {len(line)} characters is too long, skipped", i + 1, 0))
+            skipped.append(Finding(path, i + 1, 0, PARSE_ERROR, f"could not analyse: line of {len(line)} characters is too long (a chain of over {MANY_OPERATORS} operators), skipped", i + 1, 0))
     return ("\n".join(lines), skipped) if skipped else (text, [])
 
 
@@ -527,34 +560,45 @@ def _positions(module: cst.Module, text: str, wanted: dict[int, list], tree: ast
     return found
 
 
-_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+\Z")
-
-
-def _fix(pending, positions, lines: list[str]) -> Fix | None:
+def _fix(pending, positions, module: cst.Module, text: str, starts: list[int]) -> Fix | None:
     """A rule's :class:`NodeFix` -> a :class:`Fix` with positions (``None`` if unplaceable).
 
     A replacement given as a function is called with the node's source text and the
-    indentation of the line it starts on (see :class:`devlint.rule.NodeFix`)."""
+    indentation of the line it starts on (see :class:`devlint.rule.NodeFix`). A node's source
+    (libcst's code generation, which a rule's replacement is made from) includes the node's
+    own parentheses while its position leaves them out: the edit is widened over them. Each
+    edit carries that source, checked against the text at its positions before it is applied
+    (:mod:`devlint.fix`). ``starts`` are the offsets of ``text``'s lines."""
     edits = []
     for node, replacement in pending.replacements:
         where = positions.get(node)
         if where is None:
             return None
+        original = module.code_for_node(node)
+        try:
+            begin = source_text.offset(starts, text, where.start.line, where.start.column)
+            stop = source_text.offset(starts, text, where.end.line, where.end.column)
+        except ValueError:
+            return None
+        if getattr(node, "lpar", None):
+            begin -= sum(len(module.code_for_node(p)) for p in node.lpar)
+            stop += sum(len(module.code_for_node(p)) for p in node.rpar)
+        if begin < 0 or text[begin:stop] != original:
+            return None
         if callable(replacement):
-            start, end = where.start, where.end
-            if not (0 < start.line <= end.line <= len(lines)):
-                return None
-            if start.line == end.line:
-                segment = lines[start.line - 1][start.column:end.column]
-            else:
-                segment = "".join([lines[start.line - 1][start.column:], *lines[start.line:end.line - 1],
-                                   lines[end.line - 1][:end.column]])
-            first = lines[start.line - 1]
-            replacement = replacement(segment, first[: len(first) - len(first.lstrip(" \t"))])
+            line_start = starts[bisect.bisect_right(starts, begin) - 1]
+            first = text[line_start:begin]
+            replacement = replacement(original, first[: len(first) - len(first.lstrip(" \t"))])
             if replacement is None:
                 return None
-        edits.append(Edit(where.start.line, where.start.column, where.end.line, where.end.column, replacement))
+        edits.append(Edit(*_position(starts, begin), *_position(starts, stop), replacement, original))
     return Fix(pending.description, tuple(edits), pending.safe)
+
+
+def _position(starts: list[int], at: int) -> tuple[int, int]:
+    """(1-based line, 0-based column) of offset ``at``."""
+    line = bisect.bisect_right(starts, at)
+    return line, at - starts[line - 1]
 
 
 def _analyse(module: cst.Module, path: str, text: str, rules: Sequence[type[Rule]], tree=None) -> list[Finding]:
@@ -577,12 +621,11 @@ def _analyse(module: cst.Module, path: str, text: str, rules: Sequence[type[Rule
             wanted[index].extend(n for n, _ in fix.replacements)
     positions = _positions(module, text, wanted, tree)
     findings = set()
-    lines: list[str] = []
+    starts: list[int] = []
     for rule, node, message, fix, _ in ctx.reports:
         if fix is not None:
-            if not lines and any(callable(r) for _, r in fix.replacements):
-                lines = _LINE.findall(text)  # lines as libcst counts them (\n, \r\n, \r only)
-            fix = _fix(fix, positions, lines)
+            starts = starts or source_text.line_starts(text)
+            fix = _fix(fix, positions, module, text, starts)
         where = positions.get(node)
         if where is None:
             continue

@@ -7,13 +7,17 @@ from dataclasses import dataclass, field
 
 @dataclass(frozen=True)
 class Edit:
-    """Replace the text between two positions (1-based lines, 0-based columns) by ``text``."""
+    """Replace the text between two positions (1-based lines, 0-based columns) by ``text``.
+
+    ``original``, when known, is the text the edit expects to find there: an edit whose
+    positions point elsewhere is then not applied (:mod:`devlint.fix`)."""
 
     line: int
     column: int
     end_line: int
     end_column: int
     text: str
+    original: str | None = None
 
 
 @dataclass(frozen=True)

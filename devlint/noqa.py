@@ -8,7 +8,6 @@ statement counts. ``# flake8: noqa`` on a line of its own skips the file.
 
 from __future__ import annotations
 
-import io
 import tokenize
 from typing import Iterable
 
@@ -16,14 +15,15 @@ from flake8.defaults import NOQA_FILE, NOQA_INLINE_REGEXP
 from flake8.utils import parse_comma_separated_list
 
 from .finding import Finding
+from .source import generate_tokens, split_lines
 
 
 def _line_map(text: str) -> dict[int, str]:
-    lines = text.splitlines(keepends=True)
+    lines = split_lines(text, keepends=True)
     mapping: dict[int, str] = {}
     first, last = len(lines) + 2, -1
     try:
-        for tok in tokenize.generate_tokens(io.StringIO(text).readline):
+        for tok in generate_tokens(text):
             if tok.type in (tokenize.ENDMARKER, tokenize.DEDENT):
                 continue
             first, last = min(first, tok.start[0]), max(last, tok.end[0])
@@ -52,7 +52,7 @@ def is_suppressed(code: str, line: str | None) -> bool:
 
 def file_skipped(text: str) -> bool:
     """``# flake8: noqa`` on a line of its own."""
-    return any(NOQA_FILE.match(line) for line in text.splitlines())
+    return any(NOQA_FILE.match(line) for line in split_lines(text))
 
 
 def apply(findings: Iterable[Finding], text: str) -> list[Finding]:
@@ -63,7 +63,7 @@ def apply(findings: Iterable[Finding], text: str) -> list[Finding]:
     if file_skipped(text):
         return []
     mapping = _line_map(text)
-    physical = text.splitlines()
+    physical = split_lines(text)
     kept = []
     for finding in findings:
         line = mapping.get(finding.line)
@@ -100,13 +100,6 @@ def merge(line: str, codes: Iterable[str]) -> str:
     return body[:at] + sep + sep.join(new) + body[at:] + ending
 
 
-def _physical(text: str) -> list[str]:
-    """The lines of ``text`` with their endings, split where ``tokenize`` splits them (at
-    ``\\n`` only: a form feed or U+2028 inside a line does not end it)."""
-    parts = text.split("\n")
-    return [p + "\n" for p in parts[:-1]] + ([parts[-1]] if parts[-1] else [])
-
-
 def _layout(text: str) -> tuple[dict[int, tuple[int, int]], dict[int, int], set[int]] | None:
     """(line -> (first, last) line of its logical line, line -> column of its comment, lines
     whose end lies inside a string), or ``None`` when the text does not tokenize."""
@@ -115,7 +108,7 @@ def _layout(text: str) -> tuple[dict[int, tuple[int, int]], dict[int, int], set[
     in_string: set[int] = set()
     first, last = 0, -1
     try:
-        for tok in tokenize.generate_tokens(io.StringIO(text).readline):
+        for tok in generate_tokens(text):
             kind, (start, column), (end, _) = tok.type, tok.start, tok.end
             if kind in (tokenize.ENDMARKER, tokenize.DEDENT, tokenize.INDENT):
                 continue
@@ -163,7 +156,7 @@ def edit(text: str, line: int, codes: Iterable[str]) -> tuple[int, str] | None:
     ``line`` itself, or on the statement's last line when ``line`` ends inside a string or
     with a backslash. A ``# noqa`` that sits inside a string literal cannot be extended
     without changing the string: ``None``."""
-    lines = _physical(text)
+    lines = split_lines(text, keepends=True)
     target = _target(lines, _layout(text), line, list(codes))
     if target is None:
         return None
@@ -176,7 +169,7 @@ def add(text: str, findings: Iterable[Finding]) -> tuple[str, int]:
     """(``text`` with a ``# noqa`` for every finding, number of lines changed): what
     ``devlint check --add-noqa`` writes. Every other byte is kept; findings already
     suppressed are skipped, so a second run changes nothing."""
-    lines = _physical(text)
+    lines = split_lines(text, keepends=True)
     layout = _layout(text)
     wanted: dict[int, list[str]] = {}
     for finding in findings:

@@ -17,6 +17,7 @@ from typing import Callable, Sequence
 
 from .engine import PARSE_ERROR
 from .finding import Finding
+from .source import split_lines
 
 #: Cell magics whose body is still Python, so the cell is linted (without its first line).
 PYTHON_CELL_MAGICS = {"time", "timeit", "capture", "prun", "debug"}
@@ -44,7 +45,7 @@ class Notebook:
         where: list[tuple[int, int]] = []
         for index, source in enumerate(self.cells):
             number = self.number(index)
-            lines = source.splitlines()
+            lines = split_lines(source)
             python = _python_lines(lines)
             for offset, line in enumerate(python, 1):
                 parts.append(line + "\n")
@@ -132,7 +133,7 @@ def cell_lines(data: bytes | str, cell: int) -> list[str]:
     except NotebookError:
         return []
     if cell in notebook.numbers:
-        return notebook.cells[notebook.numbers.index(cell)].splitlines()
+        return split_lines(notebook.cells[notebook.numbers.index(cell)])
     return []
 
 
@@ -149,7 +150,7 @@ def _fix_program(notebook: Notebook) -> tuple[str, list[str]]:
     parts, magics = [], []
     for index, source in enumerate(notebook.cells):
         parts.append(_CELL.format(index) + "\n")
-        lines = source.splitlines(keepends=True)
+        lines = split_lines(source, keepends=True)
         first = lines[0].strip() if lines else ""
         if first.startswith("%%") and (first[2:].split(maxsplit=1) or [""])[0] not in PYTHON_CELL_MAGICS:
             magics.append("")  # not Python: the whole cell is kept as it is

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import stat
 import sys
 from pathlib import Path
 from typing import Callable, Iterable, Sequence
@@ -125,14 +126,18 @@ def discover(
 
     for raw in paths:
         path = Path(raw)
-        patterns, skip_dirs, defaults, base, ignore_git = settings(raw if path.is_dir() else str(path.parent))
-        if not path.is_dir():
+        is_dir = raw != "-" and os.path.isdir(path)  # never raises, even for a path it cannot see
+        patterns, skip_dirs, defaults, base, ignore_git = settings(raw if is_dir else str(path.parent))
+        if not is_dir:
             if not (force_exclude and (is_excluded(raw, patterns, base) or (ignore_git and gitignore.ignored(raw, False)))):
                 yield raw
             continue
         if force_exclude and is_excluded(raw, patterns, base):
             continue
-        for folder, dirs, files in os.walk(path):
+        unreadable: list[str] = []  # a folder that cannot be listed is yielded: reading it reports why
+        for folder, dirs, files in os.walk(path, onerror=lambda exc: unreadable.append(exc.filename)):
+            yield from unreadable
+            unreadable.clear()
             patterns, skip_dirs, defaults, base, ignore_git = settings(folder)
             base = base or Path.cwd()
             dirs[:] = sorted(
@@ -144,9 +149,12 @@ def discover(
             for name in sorted(files):
                 if name.endswith(SOURCE_SUFFIXES):
                     full = os.path.join(folder, name)
+                    if not os.path.isfile(full):  # a FIFO, socket or device named *.py: reading it could hang
+                        continue
                     if not (patterns and any(path_matches(full, p, base) for p in patterns)) \
                             and not (ignore_git and gitignore.ignored(full, False)):
                         yield full
+        yield from unreadable
 
 
 def check_source(data: bytes, path: str, select: Sequence[str], ignore: Sequence[str]) -> list[Finding]:
@@ -161,10 +169,43 @@ def check_source(data: bytes, path: str, select: Sequence[str], ignore: Sequence
     return noqa.apply(findings, text)
 
 
+def check_text(text: str, path: str, select: Sequence[str], ignore: Sequence[str]) -> list[Finding]:
+    """Findings of already decoded text after ``# noqa``: columns count code points of
+    ``text`` whatever encoding the file is stored in."""
+    findings = lint(text, path, select, ignore)
+    return noqa.apply(findings, text) if findings else findings
+
+
+class NotARegularFile(OSError):
+    """The path names a FIFO, socket, device or folder, which devlint does not read."""
+
+
+def read_file(path: str) -> bytes:
+    """The bytes of a regular file (``-``: standard input). Raises ``OSError`` (a
+    :class:`NotARegularFile` for a FIFO, device or folder) without ever blocking on one."""
+    if path == "-":
+        return sys.stdin.buffer.read()
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
+    try:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):
+            with os.scandir(path):  # a folder the walk could not list: say why
+                pass
+            raise NotARegularFile(0, "a folder, not a file")
+        if not stat.S_ISREG(mode):
+            raise NotARegularFile(0, f"{'a FIFO' if stat.S_ISFIFO(mode) else 'a device or socket'}, not a regular file")
+        chunks = []
+        while chunk := os.read(fd, 1 << 20):
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
 def check_file(path: str, select: Sequence[str], ignore: Sequence[str]) -> list[Finding]:
     """Findings of one file (``-`` is standard input); an unreadable file gives one DEV000."""
     try:
-        data = sys.stdin.buffer.read() if path == "-" else Path(path).read_bytes()
+        data = read_file(path)
     except OSError as exc:
         return [Finding(path, 1, 0, PARSE_ERROR, f"could not read: {exc.strerror or exc}", 1, 0)]
     if path.endswith(".ipynb"):
@@ -176,7 +217,7 @@ def _check_one(path: str, select: Sequence[str], ignore: Sequence[str], cache: C
     if cache is None or path == "-":
         return check_file(path, select, ignore)
     try:
-        data = Path(path).read_bytes()
+        data = read_file(path)
     except OSError:
         return check_file(path, select, ignore)
     key = cache.key(path, data)

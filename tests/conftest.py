@@ -10,6 +10,17 @@ from pathlib import Path
 
 import pytest
 
+try:  # the fuzz test's budgets (tests/test_fuzz.py): small in CI, "long" by hand
+    from hypothesis import HealthCheck, settings
+
+    settings.register_profile("fuzz", max_examples=200, deadline=None, print_blob=True,
+                              suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
+                                                     HealthCheck.filter_too_much])
+    settings.register_profile("long", settings.get_profile("fuzz"), max_examples=2500)
+    settings.load_profile(os.environ.get("DEVLINT_FUZZ", "fuzz"))
+except ImportError:  # pragma: no cover - hypothesis is in the test extra
+    pass
+
 ROOT = Path(__file__).resolve().parent.parent
 LINT_FIXTURES = ROOT / "fixtures" / "lint"
 MARK = re.compile(r"#\s*(expect|either):\s*([A-Z0-9| ]+)")

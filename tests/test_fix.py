@@ -54,12 +54,12 @@ def test_positional_arguments_become_keywords():
 
 
 def test_unsafe_and_overlapping_edits():
-    text = "abcdef\n"
+    text = "abcdef = 1\n"
     safe = Finding("a.py", 1, 0, "DEV1", "m", fix=Fix("x", (Edit(1, 0, 1, 3, "XYZ"),)))
     overlapping = Finding("a.py", 1, 2, "DEV2", "m", fix=Fix("y", (Edit(1, 2, 1, 4, "__"),)))
-    unsafe = Finding("a.py", 1, 4, "DEV3", "m", fix=Fix("z", (Edit(1, 4, 1, 6, "!!"),), safe=False))
-    assert apply(text, [safe, overlapping, unsafe]) == ("XYZdef\n", 1)
-    assert apply(text, [safe, overlapping, unsafe], unsafe=True) == ("XYZd!!\n", 2)
+    unsafe = Finding("a.py", 1, 4, "DEV3", "m", fix=Fix("z", (Edit(1, 4, 1, 6, "gh"),), safe=False))
+    assert apply(text, [safe, overlapping, unsafe]) == ("XYZdef = 1\n", 1)
+    assert apply(text, [safe, overlapping, unsafe], unsafe=True) == ("XYZdgh = 1\n", 2)
 
 
 def test_cli_fix_and_diff(tmp_tree):

@@ -73,7 +73,9 @@ def _lines(path: str, cell: int | None) -> tuple[str, ...]:
             from ..notebook import cell_lines
 
             return tuple(cell_lines(data, cell))
-        return tuple(SOURCES[path].splitlines())
+        from ..source import split_lines
+
+        return tuple(split_lines(SOURCES[path]))
     try:
         data = Path(path).read_bytes()
     except OSError:
@@ -83,11 +85,12 @@ def _lines(path: str, cell: int | None) -> tuple[str, ...]:
 
         return tuple(cell_lines(data, cell))
     from ..engine import decode
+    from ..source import split_lines
 
     try:
-        return tuple(decode(data).splitlines())
+        return tuple(split_lines(decode(data)))
     except (SyntaxError, UnicodeDecodeError, LookupError):
-        return tuple(data.decode("utf-8", "replace").splitlines())
+        return tuple(split_lines(data.decode("utf-8", "replace")))
 
 
 def source_line(finding: Finding) -> str | None:
