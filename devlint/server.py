@@ -34,7 +34,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Sequence
 
-from . import __version__, noqa
+from . import __version__, noqa, settings as torch_settings
 from .config import Config, ConfigError, find as find_config, load as load_config
 from .engine import PARSE_ERROR, _defuse, _syntax_error, could_match, enabled_rules, lint_module
 from .finding import Finding
@@ -96,19 +96,19 @@ class Settings:
         return tuple(found)
 
     def for_path(self, path: str) -> tuple[Config, str | None]:
-        """(the configuration of ``path``, an error message when its table is unreadable;
-        the defaults are used then)."""
+        """(the configuration of ``path``, an error message when its table was just read and
+        is unreadable or invalid; the defaults are used then)."""
         folder = Path(os.path.abspath(path)).parent
         signature = self._signature(folder)
         with self._lock:
             cached = self._cache.get(str(folder))
         if cached is not None and cached[0] == signature:
-            return cached[1], cached[2]
+            return cached[1], None  # an error is told once, when the file is read
         error = None
-        found = find_config(folder)
         try:
+            found = find_config(folder)
             config = load_config(found) if found is not None else Config(root=folder)
-        except ConfigError as exc:
+        except (ConfigError, OSError) as exc:
             config, error = Config(root=folder), str(exc)
         with self._lock:
             self._cache[str(folder)] = (signature, config, error)
@@ -196,6 +196,7 @@ def lint_text(text: str, path: str | None, state: DocumentState, settings: Setti
             return []
         select, ignore = config.selection(None, (), ())
         dropped = tuple(config.ignored_codes(path))
+        torch_settings.set_torch_version(config.torch_version)  # fixes and messages read it
     rules = [r for r in enabled_rules(select, ignore) if could_match(text, [r])]
     clean = _clean(text)
     if not rules:

@@ -212,6 +212,20 @@ def test_edits_while_a_lint_runs_never_publish_stale_text_after_the_last(client,
     assert versions == sorted(versions)  # never an older text after a newer one
 
 
+def test_requests_are_answered_while_a_lint_runs(client, tmp_path):
+    small = (tmp_path / "small.py").as_uri()
+    client.open(small, SOURCE)
+    big = (tmp_path / "big.py").as_uri()
+    text = "import torch\n" + "".join(f"def f{k}(x):\n    return x.to(torch.device('cpu')) + {k}\n\n" for k in range(4000))
+    client.send("textDocument/didOpen", {"textDocument": {"uri": big, "languageId": "python", "version": 1, "text": text}})
+    time.sleep(0.5)  # the big lint (seconds) has started
+    rid = client.send("textDocument/hover", {"textDocument": {"uri": small}, "position": {"line": 1, "character": 18}}, request=True)
+    first = client.wait_for(lambda m: m.get("id") == rid or (m.get("method") == "textDocument/publishDiagnostics"
+                                                             and m["params"]["uri"] == big))
+    assert first.get("id") == rid and "(DEV102)" in first["result"]["contents"]["value"]
+    client.diagnostics(big)
+
+
 def test_a_syntax_error_keeps_earlier_diagnostics_and_adds_dev000(client, tmp_path):
     uri = (tmp_path / "train.py").as_uri()
     assert codes(client.open(uri, SOURCE)) == [("DEV102", 1)]
@@ -341,3 +355,8 @@ def test_settings_come_from_the_files_own_pyproject_and_reload(client, tmp_path)
     config.write_text('[tool.devlint]\nper-file-ignores = { "tests/*" = ["DEV102"] }\n')
     client.send("workspace/didChangeWatchedFiles", {"changes": [{"uri": config.as_uri(), "type": 2}]})
     assert codes(client.diagnostics(uri)) == [("DEV102", 1)]
+    config.write_text('[tool.devlint\n')  # broken: the defaults, a note in the log, no pop-up
+    client.send("workspace/didChangeWatchedFiles", {"changes": [{"uri": config.as_uri(), "type": 2}]})
+    assert codes(client.diagnostics(uri)) == [("DEV102", 1)]
+    client.wait_for(lambda m: m.get("method") == "window/logMessage" and "pyproject.toml" in m["params"]["message"])
+    assert not [m for m in client.seen if m.get("method") == "window/showMessage"]
