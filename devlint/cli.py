@@ -523,7 +523,7 @@ def build_parser(with_runtime: bool = False) -> argparse.ArgumentParser:
     output.add_argument("--show-files", action="store_true", help="list the files that would be checked, and stop")
     output.add_argument("--show-settings", action="store_true", help="print the settings that apply to the first file, and stop")
     files = check.add_argument_group("files and settings")
-    files.add_argument("--config", metavar="FILE", help="use this pyproject.toml (its [tool.devlint]) or devlint.toml for every file")
+    files.add_argument("--config", metavar="FILE", help="use this pyproject.toml (its [tool.devlint]) or devlint.toml for every file; or TOML inline: \"ignore = ['DEV104']\"")
     files.add_argument("--isolated", action="store_true", help="ignore every [tool.devlint] in pyproject.toml")
     files.add_argument("--stdin-filename", metavar="PATH", help="the name of the file read from standard input (settings, messages)")
     files.add_argument("--force-exclude", action="store_true", help="apply exclude patterns to files named on the command line too")

@@ -204,6 +204,22 @@ def _patterns(value: Any, key: str) -> list[str]:
     return list(value)
 
 
+def inline(text: str) -> Config:
+    """Settings given as TOML on the command line (``--config "select = ['DEV1']"``)."""
+    import tempfile
+
+    try:
+        tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"--config {text!r}: neither a file nor valid TOML: {exc}") from None
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "devlint.toml"
+        path.write_text(text, encoding="utf-8")
+        config = load(path)
+    config.root, config.path = Path(os.getcwd()), None
+    return config
+
+
 def load(path: str | os.PathLike) -> Config:
     """The ``[tool.devlint]`` table of one ``pyproject.toml`` (raises :class:`ConfigError`)."""
     path = Path(os.path.abspath(path))
@@ -262,7 +278,10 @@ class Resolver:
 
     def __init__(self, explicit: str | os.PathLike | None = None, isolated: bool = False) -> None:
         self.default = Config(root=Path(os.getcwd()))
-        self.fixed = load(explicit) if explicit else (self.default if isolated else None)
+        if explicit and not os.path.exists(explicit) and "=" in str(explicit):
+            self.fixed = inline(str(explicit))  # --config "ignore = ['DEV104']", as ruff allows
+        else:
+            self.fixed = load(explicit) if explicit else (self.default if isolated else None)
         self._loaded: dict[Path, Config] = {}
         self._folders: dict[Path, Path | None] = {}
 

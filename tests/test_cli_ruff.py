@@ -127,6 +127,8 @@ def test_config_file_applies_to_every_file(tmp_tree):
     forced = parse_findings(full("--output-format", "concise", "--config", "ci.toml", "a", "b", cwd=root).stdout)
     assert forced == {"a.py": {(5, "DEV102")}, "b.py": {(5, "DEV102")}}
     assert full("--config", "missing.toml", "a", cwd=root).returncode == 2
+    inline = parse_findings(full("--output-format", "concise", "--config", "select = ['DEV104']", "a", cwd=root).stdout)
+    assert inline == {"a.py": {(6, "DEV104")}}  # TOML on the command line, as ruff's --config allows
 
 
 def test_per_file_configuration_in_a_monorepo(tmp_tree):

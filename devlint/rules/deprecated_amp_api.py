@@ -153,6 +153,7 @@ with its own (unsafe) fix to the device in scope: with `--unsafe-fixes` both app
         self._groups: list[_Group] = []
         self._bound: dict[str, int] = {}  # local name -> how many imports bind it
         self._gated_refs: set[str] = set()  # local names used under a version test or fallback
+        self._memo: dict[int, bool] = {}  # id(test or except type) -> does it gate?
 
     def _flag(self, node: cst.CSTNode, name: str | None) -> None:
         replacement = REPLACEMENTS.get(name or "")
@@ -164,7 +165,20 @@ with its own (unsafe) fix to the device in scope: with `--unsafe-fixes` both app
         self._found.append((node, name, self.message.format(name=name, replacement=replacement), self.ctx.statement_index))
 
     def _gated(self) -> bool:
-        return any(self._version_test(t) for t in self._gates) or any(self._fallback(t) for t in self._handlers)
+        """Inside a version test or an import fallback? (Each test is printed once: this runs
+        for every name.)"""
+        memo = self._memo
+        for test in self._gates:
+            if id(test) not in memo:
+                memo[id(test)] = self._version_test(test)
+            if memo[id(test)]:
+                return True
+        for kind in self._handlers:
+            if id(kind) not in memo:
+                memo[id(kind)] = self._fallback(kind)
+            if memo[id(kind)]:
+                return True
+        return False
 
     def visit_Call(self, node: cst.Call) -> None:
         self._calls[id(node.func)] = node

@@ -70,4 +70,6 @@ then need moving to the device they are used on."""
         found = self.ctx.analysis(DeviceScope).device()
         where = found.as_device() if found is not None else '"cpu"'
         text = edits.append_keyword(node, "map_location", where)
-        self.report(node, self.message.format(func=func), fix=NodeFix(f"load onto {where}: map_location={where}", ((node, text),), safe=False))
+        title = f"load onto the device in scope: map_location={where}" if found is not None \
+            else 'load onto the CPU (no device variable in scope): map_location="cpu"'
+        self.report(node, self.message.format(func=func), fix=NodeFix(title, ((node, text),), safe=False))
