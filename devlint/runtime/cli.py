@@ -35,6 +35,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--format", choices=["text", "json"], default="text",
                         help="output format (default text)")
     parser.add_argument("--seed", type=int, default=0, help="RNG seed for every run (default 0)")
+    parser.add_argument(
+        "--world-size", type=_world_size, default=None, metavar="N",
+        help="also run the step under DDP and FSDP on N local processes (gloo on the cpu, NCCL "
+             "on cuda) and compare with one process; every rank loads TARGET itself")
+
+
+def _world_size(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if n < 2:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 2, got {text!r}")
+    return n
 
 
 def load_target(target: str, seed: int = 0):
@@ -131,7 +145,8 @@ def run(args: argparse.Namespace) -> int:
             step, loaded = load_target(args.target, args.seed)
         else:
             step, loaded = reference_step(args.seed), []
-        report = _check(step, args.device, None, None, args.seed, extra_warnings=loaded)
+        report = _check(step, args.device, None, None, args.seed, extra_warnings=loaded,
+                        world_size=getattr(args, "world_size", None), target=args.target)
     except TargetError as exc:
         print(f"{_PROG}: {exc}", file=sys.stderr)
         return 2
