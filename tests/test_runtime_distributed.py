@@ -105,6 +105,17 @@ def test_reference_step_passes_under_ddp_and_fsdp():
                    check_distributed(reference_step(), 2, devices=["cuda"]).runs)
 
 
+def test_spawned_ranks_get_their_own_copy_of_the_step():
+    # the start method CUDA ranks use; slower (each rank imports torch), so once, without FSDP
+    step = reference_step()
+    before = {n: p.detach().clone() for n, p in step.model.named_parameters()}
+    report = _check(step, fsdp=False, start_method="spawn")
+    assert report.ok, str(report)
+    assert any("spawn" in n for n in report.notes)
+    for n, p in step.model.named_parameters():
+        assert torch.equal(p, before[n]) and not p.is_shared()  # the caller's model is untouched
+
+
 def test_uneven_batch_is_cut_to_a_multiple_of_the_world_size():
     step = reference_step()
     step.batch = (torch.randn(5, 10), torch.randint(0, 2, (5,)))
@@ -214,3 +225,41 @@ def test_a_hanging_step_leaves_no_process_behind(tmp_path, monkeypatch):
     while any(_alive(p) for p in started) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not [p for p in started if _alive(p)], "a rank or its child survived"
+
+
+# ------------------------------------------------------------------------- check_step and the CLI
+
+
+def test_check_step_with_world_size_adds_the_distributed_rows():
+    from devlint.runtime import check_step
+
+    step = reference_step()
+    torch.manual_seed(123)
+    before = torch.get_rng_state()
+    report = check_step(step, devices=["cpu"], modes=["float32"], world_size=2)
+    assert torch.equal(torch.get_rng_state(), before)  # the caller's RNG state is restored
+    assert report.ok, str(report)
+    modes = [r.mode for r in report.runs]
+    assert modes[0] == "float32" and "ddp rank 0/2" in modes and "ddp rank 1/2" in modes
+    assert multiprocessing.active_children() == []
+
+
+def test_cli_world_size_names_a_rank_dependent_init():
+    from conftest import devlint
+
+    target = f"{STEPS}:rank_dependent_init"
+    t0 = time.monotonic()
+    res = devlint("runtime", target, "--world-size", "2", "--device", "cpu")
+    wall = time.monotonic() - t0
+    assert res.returncode == 1, res.stdout + res.stderr
+    assert "[rank-divergence] cpu ddp x2" in res.stdout
+    assert "rank 1 builds different initial weights from rank 0: fc1.weight" in res.stdout
+    assert "cpu     ddp rank 1/2" in res.stdout
+    assert wall < 120
+
+
+def test_cli_world_size_must_be_at_least_2():
+    from conftest import devlint
+
+    res = devlint("runtime", "--world-size", "1")
+    assert res.returncode == 2 and "--world-size: must be an integer >= 2" in res.stderr

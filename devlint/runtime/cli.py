@@ -48,6 +48,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--negligible", type=float, metavar="R",
                         help="parameters whose gradient RMS is below R times the model's are not "
                              "judged (default 1e-3)")
+    parser.add_argument(
+        "--world-size", type=_world_size, default=None, metavar="N",
+        help="also run the step under DDP and FSDP on N local processes (gloo on the cpu, NCCL "
+             "on cuda) and compare with one process; every rank loads TARGET itself")
+
+
+def _world_size(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if n < 2:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 2, got {text!r}")
+    return n
 
 
 def load_target(target: str, seed: int = 0, keep_path: list | None = None):
@@ -173,7 +187,8 @@ def run(args: argparse.Namespace) -> int:
             else:
                 step, loaded = reference_step(args.seed), []
             report = _check(step, args.device, getattr(args, "mode", None), tolerances, args.seed,
-                            extra_warnings=loaded)
+                            extra_warnings=loaded,
+                            world_size=getattr(args, "world_size", None), target=args.target)
     except TargetError as exc:
         print(f"{_PROG}: {exc}", file=sys.stderr)
         return 2

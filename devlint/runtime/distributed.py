@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import dataclasses
 import datetime
 import faulthandler
 import math
@@ -52,7 +53,7 @@ import torch.nn as nn
 from .report import Finding, Report, Run
 from .step import Parameters, TrainingStep, map_tensors
 
-__all__ = ["check_distributed", "batch_size", "shard_batch", "DEFAULT_TIMEOUT", "GRAD_RTOL",
+__all__ = ["check_distributed", "for_check_step", "batch_size", "shard_batch", "DEFAULT_TIMEOUT", "GRAD_RTOL",
            "SAME_RTOL", "BN_Z", "STARTUP_TIMEOUT"]
 
 #: Seconds one rank may take for its step (forward, backward, optimizer step, the FSDP run)
@@ -66,7 +67,7 @@ STARTUP_TIMEOUT = 120.0
 #: shard emulation against the full batch. Source: the error of the average of per-shard
 #: gradients against the full-batch gradient, float32 on the CPU, measured by
 #: ``benchmarks/bench_distributed.py`` on an MLP, a CNN, a 2-layer Transformer encoder and an
-#: LSTM with batches of 4 to 64 split in 2 or 4: at most 1.8e-6. 1e-4 leaves 50x headroom;
+#: LSTM with batches of 4 to 64 split in 2 or 4: at most 1.7e-6. 1e-4 leaves ~60x headroom;
 #: the bugs looked for move gradients by 1e-2 and more (a summed loss by 0.5 at 2 ranks).
 GRAD_RTOL = 1e-4
 #: Relative tolerance between the parameters of two ranks after the step. DDP's all-reduce
@@ -199,6 +200,10 @@ class _Job:
     ddp_kwargs: dict
     folder: str
     batch: Any = None  # the parent's batch: every rank shards the same one
+    # spawn/forkserver: ``(source, batch)`` as plain pickle bytes. multiprocessing's own pickler
+    # would move tensors to shared memory, so every rank (and the caller's model) would train
+    # one and the same storage.
+    payload: bytes | None = None
 
 
 # --------------------------------------------------------------------------- the ranks
@@ -370,6 +375,8 @@ def _worker(rank: int, job: _Job, phases, release) -> None:
                                 rank=rank, world_size=job.world_size,
                                 timeout=datetime.timedelta(seconds=job.timeout + _PG_MARGIN))
         phases[rank] = phase = _P["building the step"]
+        if job.payload is not None:
+            job.source, job.batch = pickle.loads(job.payload)
         step = job.source.build(job.seed)
         model = step.model.to(device)
         if device.type == "cpu":
@@ -515,6 +522,9 @@ def _stop(procs) -> None:
 
 
 def _launch(job: _Job, start_method: str) -> _Launch:
+    if start_method != "fork":
+        job = dataclasses.replace(job, source=None, batch=None,
+                                  payload=pickle.dumps((job.source, job.batch)))
     ctx = mp.get_context(start_method)
     ws = job.world_size
     phases = ctx.Array("i", ws, lock=False)
@@ -854,9 +864,22 @@ def _start_method(device: str, source: _Source, wanted: str | None) -> tuple[str
     return method, None
 
 
+def for_check_step(step: TrainingStep, devices, seed: int, world_size: int,
+                   target: str | None = None) -> tuple[Report, list]:
+    """:func:`check_distributed` as :func:`devlint.runtime.check_step` runs it: on the CPU and
+    CUDA among ``devices``, with the warnings it raised (for the deprecation findings)."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", DeprecationWarning)
+        warnings.simplefilter("always", FutureWarning)
+        report = check_distributed(step, world_size, devices=[d for d in devices if d in ("cpu", "cuda")],
+                                   seed=seed, target=target)
+    return report, list(caught)
+
+
 def check_distributed(step, world_size: int = 2, *, devices=None, timeout: float = DEFAULT_TIMEOUT,
                       seed: int = 0, fsdp: bool = True, ddp_options: dict | None = None,
-                      start_method: str | None = None, report: Report | None = None) -> Report:
+                      start_method: str | None = None, report: Report | None = None,
+                      target: str | None = None) -> Report:
     """Run ``step`` under DDP (and FSDP2) on ``world_size`` local processes and compare it with
     one process; explain what differs.
 
@@ -894,6 +917,8 @@ def check_distributed(step, world_size: int = 2, *, devices=None, timeout: float
             available (the step needs no pickling), else ``spawn`` (the step, or its factory,
             must pickle; a target always works).
         report: add the rows, findings and notes to this :class:`Report` instead of a new one.
+        target: the ``"path/file.py:NAME"`` that ``step`` (a TrainingStep) came from: every
+            rank loads it itself, as ``devlint runtime TARGET --world-size N`` does.
 
     Returns:
         the :class:`Report`; ``report.ok`` is True when every distributed run that ran matches
@@ -910,7 +935,10 @@ def check_distributed(step, world_size: int = 2, *, devices=None, timeout: float
     for d in devices:
         if d not in ("cpu", "cuda"):
             raise ValueError(f"unknown device {d!r} for the distributed check; use cpu or cuda")
-    source, local = _source_of(step, seed)
+    if target is not None and isinstance(step, TrainingStep):
+        source, local = _Source(target=target), step
+    else:
+        source, local = _source_of(step, seed)
     size = batch_size(local.batch)
     if size is None:
         raise ValueError("the batch holds no tensor with a batch dimension to split over ranks")
@@ -929,17 +957,17 @@ def check_distributed(step, world_size: int = 2, *, devices=None, timeout: float
                             f"{size}): {', '.join(replicated[:_MAX_NAMED])}")
     ddp_options = dict(ddp_options or {})
     user_finds_unused = bool(ddp_options.pop("find_unused_parameters", False))
-    for device in devices:
-        label = f"ddp x{world_size}"
-        reason = _unavailable(device, world_size)
-        method = None
-        if not reason:
-            method, reason = _start_method(device, source, start_method)
-        if reason:
-            report.runs.append(Run(device, label, "skipped", error=reason))
-            continue
-        _check_device(report, source, local, device, world_size, seed, timeout, size, keep,
-                      fsdp, ddp_options, user_finds_unused, method)
+    with torch.random.fork_rng(devices=[]):  # the caller's CPU RNG state is restored
+        for device in devices:
+            reason = _unavailable(device, world_size)
+            method = None
+            if not reason:
+                method, reason = _start_method(device, source, start_method)
+            if reason:
+                report.runs.append(Run(device, f"ddp x{world_size}", "skipped", error=reason))
+                continue
+            _check_device(report, source, local, device, world_size, seed, timeout, size, keep,
+                          fsdp, ddp_options, user_finds_unused, method)
     return report
 
 

@@ -542,7 +542,8 @@ def _judge_run(step, raw: _Raw, ref: _Raw, tol: Tolerances, seed: int, cross_dev
     return judge(raw.errors, raw.mode, tol, floor=floor.errors, adaptive=raw.adaptive)
 
 
-def _check(step, devices, modes, tolerances, seed, extra_warnings=()) -> Report:
+def _check(step, devices, modes, tolerances, seed, extra_warnings=(), world_size=None,
+           target=None) -> Report:
     if not isinstance(step, TrainingStep):
         raise TypeError(f"check_step needs a TrainingStep, got {type(step).__name__}")
     modes = list(dict.fromkeys(modes or MODES))
@@ -554,13 +555,22 @@ def _check(step, devices, modes, tolerances, seed, extra_warnings=()) -> Report:
         if d not in DEVICES:
             raise ValueError(f"unknown device {d!r}; use one of {', '.join(DEVICES)}")
     tols = resolve_tolerances(tolerances)
+    dist, dist_caught = None, []
+    if world_size is not None:  # first: its ranks fork from this process before CUDA starts here
+        from .distributed import for_check_step
+
+        dist, dist_caught = for_check_step(step, devices, seed, world_size, target)
     report = Report(step.name, seed, torch.__version__)
     cuda = list(range(torch.cuda.device_count())) if torch.cuda.is_available() else []
     with torch.random.fork_rng(devices=cuda), warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", DeprecationWarning)
         warnings.simplefilter("always", FutureWarning)
         _check_into(report, step, devices, modes, tols, seed)
-    report.findings.extend(_deprecations([*extra_warnings, *caught]))
+    if dist is not None:
+        report.runs += dist.runs
+        report.findings += dist.findings
+        report.notes += dist.notes
+    report.findings.extend(_deprecations([*extra_warnings, *dist_caught, *caught]))
     for w in caught:
         if not issubclass(w.category, (DeprecationWarning, FutureWarning)):
             warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
@@ -686,7 +696,8 @@ def _row(step, raw: _Raw, ref: _Raw, tol: Tolerances, seed: int, cross: bool, re
     return run
 
 
-def check_step(step: TrainingStep, devices=None, modes=None, tolerances=None, seed: int = 0) -> Report:
+def check_step(step: TrainingStep, devices=None, modes=None, tolerances=None, seed: int = 0,
+               world_size: int | None = None) -> Report:
     """Replay ``step`` on every device and precision, judge each run, explain what breaks.
 
     Runs, each on a deep copy of ``step.model`` with a fresh optimizer and
@@ -717,6 +728,9 @@ def check_step(step: TrainingStep, devices=None, modes=None, tolerances=None, se
         tolerances: ``None`` (defaults, see :class:`Tolerances`), one :class:`Tolerances` for
             every mode, or a dict mode -> :class:`Tolerances`.
         seed: the RNG seed set before every run.
+        world_size: also run the step under DDP (and FSDP) on this many processes and compare
+            with one process (:func:`devlint.runtime.distributed.check_distributed`: gloo on
+            the CPU, NCCL on CUDA); its rows, findings and notes join the report.
 
     Returns:
         a :class:`Report`; ``report.ok`` is True when every run that ran is within tolerance
@@ -724,6 +738,7 @@ def check_step(step: TrainingStep, devices=None, modes=None, tolerances=None, se
 
     Raises:
         TypeError: ``step`` is not a :class:`TrainingStep`, or bad ``tolerances``.
-        ValueError: an unknown device or mode name.
+        ValueError: an unknown device or mode name, ``world_size < 2``, or a batch that cannot
+            be split over ``world_size`` ranks.
     """
-    return _check(step, devices, modes, tolerances, seed)
+    return _check(step, devices, modes, tolerances, seed, world_size=world_size)
