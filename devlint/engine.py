@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import gc
 import re
 import sys
 from typing import Iterable, Sequence
@@ -18,6 +19,7 @@ import libcst as cst
 from libcst.metadata import CodePosition, CodeRange, MetadataWrapper, PositionProvider
 
 from . import guards
+from . import precheck as _precheck
 from .finding import Edit, Finding, Fix
 from .names import ImportTable, dotted
 from .rule import Analysis, Participant, Rule
@@ -275,6 +277,13 @@ def _skipped_types() -> frozenset[type]:
 
 
 _SKIP_TYPES = _skipped_types()
+_WALKED: dict[type, bool] = {type(None): False, str: False}
+
+
+def _walkable(kind: type) -> bool:
+    """Is a child of this exact type walked? (A node, and no whitespace or punctuation.)"""
+    ok = _WALKED[kind] = isinstance(kind, type) and issubclass(kind, cst.CSTNode) and kind not in _SKIP_TYPES
+    return ok
 
 
 def _walk(module: cst.Module, visit: dict, leave: dict, ctx: Context) -> None:
@@ -283,8 +292,7 @@ def _walk(module: cst.Module, visit: dict, leave: dict, ctx: Context) -> None:
     participant has a ``leave_`` hook for its type or it opens a guard."""
     marks = ctx._guard_nodes
     fields = _FIELDS
-    skip = _SKIP_TYPES
-    node_type = cst.CSTNode
+    walked = _WALKED  # exact type -> is it walked? (no ABC ``isinstance`` per child)
     top = {id(statement): i for i, statement in enumerate(module.body)}
     stack: list[tuple[cst.CSTNode, int]] = [(module, 0)]
     pop, push = stack.pop, stack.append
@@ -317,12 +325,16 @@ def _walk(module: cst.Module, visit: dict, leave: dict, ctx: Context) -> None:
         names = fields.get(kind) or _fields(kind)
         for name in reversed(names):
             value = getattr(node, name)
-            if value.__class__ is tuple or value.__class__ is list:
+            cls = value.__class__
+            if cls is tuple or cls is list:
                 for item in reversed(value):
-                    if isinstance(item, node_type) and item.__class__ not in skip:
+                    ok = walked.get(item.__class__)
+                    if ok or (ok is None and _walkable(item.__class__)):
                         push((item, 0))
-            elif isinstance(value, node_type) and value.__class__ not in skip:
-                push((value, 0))
+            else:
+                ok = walked.get(cls)
+                if ok or (ok is None and _walkable(cls)):
+                    push((value, 0))
 
 
 def _tables(participants: Iterable[Participant]) -> tuple[dict, dict]:
@@ -356,8 +368,13 @@ def enabled_rules(select: Sequence[str] = ("DEV",), ignore: Sequence[str] = ()) 
 
 def could_match(text: str, rules: Sequence[type[Rule]]) -> bool:
     """The pre-screen: can any of these rules match this text at all? (See ``Rule.triggers``.)"""
+    return bool(triggered(text, rules))
+
+
+def triggered(text: str, rules: Sequence[type[Rule]]) -> list[type[Rule]]:
+    """The rules whose text pre-screen this text passes (see ``Rule.triggers``)."""
     torch = "torch" in text
-    return any((torch or not r.needs_torch) and any(t in text for t in r.triggers) for r in rules)
+    return [r for r in rules if (torch or not r.needs_torch) and any(t in text for t in r.triggers)]
 
 
 def decode(data: bytes) -> str:
@@ -380,6 +397,7 @@ def lint(
     ignore: Sequence[str] = (),
     rules: Sequence[type[Rule]] | None = None,
     tree: ast.Module | None = None,
+    precheck: bool = True,
 ) -> list[Finding]:
     """All findings of the selected rules in ``source``, sorted by position.
 
@@ -387,15 +405,37 @@ def lint(
     finding at the failing line; an internal failure gives one ``DEV000`` naming it.
     ``noqa`` comments are *not* applied here (flake8 applies its own; the CLI applies
     :mod:`devlint.noqa`). ``tree``, the stdlib ``ast`` of the same text if the caller has it
-    (flake8 does), saves a parse when positions are resolved."""
+    (flake8 does), saves a parse in the pre-check and when positions are resolved.
+
+    Work is spared in three steps: a rule runs only on text holding one of its ``triggers``;
+    then only if the stdlib ``ast`` of the file holds a candidate node for it
+    (:mod:`devlint.precheck`); libcst parses the file only for the rules left. The garbage
+    collector is off while libcst builds and the rules walk the tree (a tree holds no cycles;
+    collecting passes over it made the cost per line grow with the file's length).
+    ``precheck=False`` skips the ``ast`` step (the findings are the same; tests compare them)."""
     rules = enabled_rules(select, ignore) if rules is None else rules
     try:
         text = decode(source) if isinstance(source, bytes) else source
     except (SyntaxError, UnicodeDecodeError, LookupError) as exc:
         return [Finding(path, 1, 0, PARSE_ERROR, f"could not parse: {exc}", 1, 0)]
-    if not rules or not could_match(text, rules):
+    rules = triggered(text, rules)
+    if not rules:
         return []
     text, skipped = _defuse(text, path)
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        if precheck:
+            rules, tree = _precheck.candidates(text, rules, tree)
+            if not rules:
+                return skipped
+        return _parse_and_analyse(text, path, rules, tree, skipped)
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def _parse_and_analyse(text: str, path: str, rules, tree, skipped: list[Finding]) -> list[Finding]:
     try:
         module = cst.parse_module(text)
     except cst.ParserSyntaxError as exc:
@@ -403,14 +443,38 @@ def lint(
         return [*skipped, Finding(path, line, col, PARSE_ERROR, f"could not parse: {reason}, line {line}", line, col)]
     except Exception as exc:  # noqa: BLE001 - the native parser may raise other errors
         return [*skipped, Finding(path, 1, 0, PARSE_ERROR, f"could not parse: {type(exc).__name__}: {exc}", 1, 0)]
+    return sorted([*skipped, *lint_module(module, text, path, rules=rules, tree=tree)])
+
+
+def lint_module(
+    module: cst.Module,
+    text: str,
+    path: str = "<stdin>",
+    select: Sequence[str] = ("DEV",),
+    ignore: Sequence[str] = (),
+    rules: Sequence[type[Rule]] | None = None,
+    tree: ast.Module | None = None,
+) -> list[Finding]:
+    """Findings of the selected rules in an already-parsed libcst ``module`` whose source is
+    ``text`` (``module.code == text``), sorted by position; no pre-screen, no pre-check.
+
+    For callers that keep their own parse (the language server's per-statement cache). Never
+    raises: an internal failure gives one ``DEV000`` naming it. ``tree`` is as for :func:`lint`."""
+    rules = enabled_rules(select, ignore) if rules is None else rules
+    if not rules:
+        return []
     limit = sys.getrecursionlimit()
+    collecting = gc.isenabled()
+    gc.disable()
     try:
         sys.setrecursionlimit(max(limit, 20000))  # libcst's codegen recurses per nesting level
-        return sorted([*skipped, *_analyse(module, path, text, rules, tree)])
+        return _analyse(module, path, text, rules, tree)
     except Exception as exc:  # noqa: BLE001 - one bad file never aborts a run
         return [Finding(path, 1, 0, PARSE_ERROR, f"could not analyse: {type(exc).__name__}: {exc}", 1, 0)]
     finally:
         sys.setrecursionlimit(limit)
+        if collecting:
+            gc.enable()
 
 
 #: libcst's parser is superlinear in the length of one binary-operator chain (3,000 terms on a

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import ast
+
 import libcst as cst
 
-from ..dataflow import CPU, INP, DeviceFlow
+from ..dataflow import CPU, FACTORIES, INP, DeviceFlow
+from ..precheck import dotted, methods_of, walk
 from ..rule import Rule
 
 #: Tensor methods whose tensor arguments may sit on another device (or are shapes).
@@ -19,6 +22,21 @@ class FactoryWithoutDeviceInForward(Rule):
     message = "tensor created in forward without device= lands on the CPU while the inputs may be on a GPU: pass device=x.device or use x.new_zeros(...)"
     triggers = ("forward",)
     requires = (DeviceFlow,)
+
+    @staticmethod
+    def candidate(facts) -> bool:
+        """Pre-check: a ``def forward`` that calls a torch factory without ``device=``."""
+        if "forward" not in facts.defs:
+            return False
+        names = {*FACTORIES, "tensor", "as_tensor"}
+        for cls in facts.classes:
+            for forward in methods_of(cls, "forward"):
+                for node in walk(forward):
+                    if node.__class__ is ast.Call and (dotted(node.func) or "").rsplit(".", 1)[-1] in names:
+                        if not any(kw.arg == "device" for kw in node.keywords):
+                            return True
+        return False
+
     what_it_does = """
 Inside `forward` of an `nn.Module` subclass (loss modules included), flags
 `torch.zeros/ones/empty/full/arange/randn/rand/randint/eye/linspace(...)` and

@@ -12,6 +12,12 @@ class GradScalerBypassed(FrameRule):
     name = "grad-scaler-bypassed"
     message = "{what} bypasses the GradScaler in use in this scope: {fix}"
     triggers = ("scale",)
+
+    @staticmethod
+    def candidate(facts) -> bool:
+        """Pre-check: a ``<scaler>.scale(...)`` call."""
+        return any(call.args or call.keywords for call in facts.methods.get("scale", ()))
+
     what_it_does = """
 In a scope (function or module) where a GradScaler scales a loss (`scaler.scale(loss)`),
 flags `optimizer.step()` called directly on an optimizer tied to the scaled loss (one passed to

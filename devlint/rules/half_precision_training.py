@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ..amp import Frame, FrameRule
+from ..precheck import arguments, has_backward
 
 
 class HalfPrecisionTraining(FrameRule):
@@ -12,6 +13,17 @@ class HalfPrecisionTraining(FrameRule):
     name = "half-precision-training"
     message = "module cast to float16 in a scope that trains it: keep float32 weights and use torch.autocast with a GradScaler"
     triggers = (".half(", "float16", "torch.half")
+
+    @staticmethod
+    def candidate(facts) -> bool:
+        """Pre-check: ``.half()`` or ``.to(<float16>)``, and a backward or a step."""
+        if not (has_backward(facts) or "step" in facts.methods):
+            return False
+        if "half" in facts.methods:
+            return True
+        fp16 = {"torch.float16", "torch.half"}
+        return any(facts.resolve(a) & fp16 for call in facts.methods.get("to", ()) for a in arguments(call))
+
     what_it_does = """
 Flags `.half()` and `.to(torch.float16)`/`.to(dtype=torch.half)` on a module (an `nn`
 constructor, an instance of an `nn.Module` subclass of the file, a name bound to one, or a

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import ast
+
 import libcst as cst
 
 from ..devices import is_cpu
-from ..modules import is_module_base, is_module_constructor, strip_module_methods
+from ..modules import MODULE_METHODS, is_module_base, is_module_constructor, strip_module_methods
+from ..precheck import arguments, walk
 from ..rule import Rule
 
 _USES = {"parameters", "named_parameters", "train", "forward", "__call__"}
@@ -29,6 +32,32 @@ class HardcodedCpuPlacement(Rule):
     name = "hardcoded-cpu-placement"
     message = "{call} places this on the CPU while the code elsewhere uses an accelerator: use .to(device)"
     triggers = (".cpu(", '"cpu"', "'cpu'")  # and torch: modules are recognised through it
+
+    @staticmethod
+    def candidate(facts) -> bool:
+        """Pre-check: an accelerator named in the text, and a top-level class or function (or the
+        module's other statements) with a ``.cpu()`` or a ``.to("cpu")``/``.to(<call>)`` and a
+        call of a name it assigns from a call (a model it may have built)."""
+        if not any(k in facts.text for k in ("cuda", "mps", "xpu", "accelerator", ".to(device")):
+            return False
+        for unit in facts.units:
+            if not ("cpu" in unit.methods or any(
+                (a.__class__ is ast.Constant and a.value == "cpu") or a.__class__ is ast.Call
+                for call in unit.methods.get("to", ()) for a in arguments(call)
+            )):
+                continue
+            built = set()
+            for node in walk(unit.node) if unit.node is not None else (n for st in facts.tree.body for n in walk(st)):
+                if node.__class__ is ast.Assign and len(node.targets) == 1 and node.targets[0].__class__ is ast.Name:
+                    if _strip(node.value).__class__ is ast.Call:
+                        built.add(node.targets[0].id)
+            if built & unit.functions.keys() or any(
+                call.func.value.__class__ is ast.Name and call.func.value.id in built
+                for call in unit.calls(*_USES)
+                if call.func.__class__ is ast.Attribute
+            ):
+                return True
+        return False
     what_it_does = """
 Flags `.cpu()` and `.to("cpu")` used to *place* compute: on an `nn.Module` that is then
 called, trained or optimised in the same scope, or on a tensor that is then fed to a model
@@ -172,3 +201,10 @@ torch.onnx.export(model, torch.randn(1, 4), "model.onnx")
 
 def _spelling(call: cst.Call) -> str:
     return ".cpu()" if call.func.attr.value == "cpu" else '.to("cpu")'
+
+
+def _strip(expr: ast.AST) -> ast.AST:
+    """Pre-check on the stdlib ``ast``: ``nn.Linear(2, 2).to(device).eval()`` -> ``nn.Linear(2, 2)``."""
+    while expr.__class__ is ast.Call and expr.func.__class__ is ast.Attribute and expr.func.attr in MODULE_METHODS:
+        expr = expr.func.value
+    return expr

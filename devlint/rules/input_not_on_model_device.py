@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import ast
+
 import libcst as cst
 
-from ..dataflow import DeviceFlow
+from ..dataflow import DTYPES, FACTORIES, DeviceFlow
+from ..precheck import dotted, is_move, unit_makes_cpu_tensor, unit_moves
 from ..rule import Rule
 
 
@@ -16,6 +19,38 @@ class InputNotOnModelDevice(Rule):
     message = "this call gets a CPU tensor while the model was moved to a device: move the input with .to(device) first"
     triggers = (".to(", ".cuda(")
     requires = (DeviceFlow,)
+
+    @staticmethod
+    def candidate(facts) -> bool:
+        """Pre-check: a top-level class or function (or the module's other statements) that may
+        make a CPU tensor (a torch factory, ``torch.tensor``, ``from_numpy``, a tokenizer's
+        ``return_tensors=``, a DataLoader anywhere, a call of a ``def`` of the module that makes
+        one) and calls something it (or the module's statements) moved to a device, a loss
+        module, or a functional loss."""
+        units = facts.units
+        if not any(unit_moves(u, DTYPES) for u in units):
+            return False
+        loader = "DataLoader" in facts.methods or "DataLoader" in facts.functions
+        sources = [loader or "return_tensors" in u.keywords or unit_makes_cpu_tensor(u, FACTORIES) for u in units]
+        helpers = {u.node.name for u, src in zip(units, sources) if src and u.node is not None and u.node.__class__ is not ast.ClassDef}
+        shared = None
+        for unit, source in zip(units, sources):
+            if not (source or helpers & unit.functions.keys()):
+                continue
+            if shared is None:
+                shared = _callees(units[0])
+            callees = _callees(unit) | shared
+            for table in (unit.functions, unit.methods):
+                for last, calls in table.items():
+                    for call in calls:
+                        name = dotted(call.func)
+                        if name in callees or (last in ("generate", "forward") and dotted(call.func.value) in callees):
+                            return True
+                        if ("loss" in last or "entropy" in last or last == "kl_div") and any(
+                            n.startswith("torch.nn.functional.") for n in facts.resolve(call.func)
+                        ):
+                            return True
+        return False
     what_it_does = """
 Follows, in each function and in the module body, which names hold a model moved with
 `.to(device)`/`.cuda()` and which hold tensors known to be on the CPU: a `DataLoader` batch
@@ -91,3 +126,36 @@ for x, y in loader:
     def visit_Call(self, node: cst.Call) -> None:
         if self.ctx.analysis(DeviceFlow).receives_cpu(node):
             self.report(node)
+
+
+def _callees(unit) -> set[str]:
+    """Pre-check on the stdlib ``ast``: dotted names a unit binds to something moved to a
+    device or to a loss (``model = Net().to(device)``, ``model.cuda()``, ``self.crit = nn.MSELoss()``),
+    and the names it copies them to."""
+    found: set[str] = set()
+    copies = []
+    for node in unit.walk():
+        t = node.__class__
+        if t is ast.Assign or t is ast.AnnAssign:
+            value = node.value
+            if value is None:
+                continue
+            targets = node.targets if t is ast.Assign else [node.target]
+            names = [dotted(e) for target in targets for e in (target.elts if target.__class__ in (ast.Tuple, ast.List) else [target])]
+            names = [n for n in names if n]
+            if value.__class__ in (ast.Name, ast.Attribute):
+                copies.append((dotted(value), names))
+            elif any(
+                n.__class__ is ast.Call and (is_move(n, DTYPES) or (dotted(n.func) or "").endswith("Loss"))
+                for n in ast.walk(value)
+            ):
+                found.update(names)
+        elif t is ast.Call and is_move(node, DTYPES):
+            receiver = dotted(node.func.value)
+            if receiver:
+                found.add(receiver)
+    for _ in range(2):
+        for source, names in copies:
+            if source in found:
+                found.update(names)
+    return found

@@ -15,6 +15,16 @@ class LoadWithoutMapLocation(Rule):
     code = "DEV104"
     name = "load-without-map-location"
     message = "torch.load without map_location fails on a CPU-only machine for a checkpoint saved on a GPU: pass map_location=device"
+
+    @staticmethod
+    def candidate(facts) -> bool:
+        """Pre-check: a call of a torch function whose name holds "load"."""
+        return any(
+            n.startswith("torch.")
+            for table in (facts.methods, facts.functions) for last, calls in table.items() if "load" in last
+            for call in calls for n in facts.resolve(call.func)
+        )
+
     what_it_does = """
 Flags `torch.load(f)` calls that pass no `map_location` (keyword or second positional
 argument) outside an availability guard. Any `map_location` (a device variable, `"cpu"`, a

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import ast
+
 import libcst as cst
 
 from ..dataflow import MODEL, DeviceFlow
+from ..precheck import methods_of, walk
 from ..rule import Rule
 
 _EMPTY_CALLS = frozenset({"list", "dict", "tuple"})
@@ -19,6 +22,30 @@ class SubmodulesInPlainContainer(Rule):
     message = "submodules in a plain list/dict/tuple are not registered, so .to(device) and .parameters() skip them: use nn.ModuleList or nn.ModuleDict"
     triggers = ("__init__",)
     requires = (DeviceFlow,)
+
+    @staticmethod
+    def candidate(facts) -> bool:
+        """Pre-check: a class's ``__init__`` sets ``self.<x>`` to a container that may hold calls
+        (or to an empty one that it then fills)."""
+        for cls in facts.classes:
+            for init in methods_of(cls, "__init__"):
+                fills = None
+                for node in walk(init):
+                    if node.__class__ is not ast.Assign or not any(t.__class__ is ast.Attribute for t in node.targets):
+                        continue
+                    holds = _may_hold_calls(node.value)
+                    if holds is None:
+                        if fills is None:
+                            fills = any(
+                                (n.__class__ is ast.Call and n.func.__class__ is ast.Attribute and n.func.attr in ("append", "insert", "extend"))
+                                or (n.__class__ is ast.Assign and any(t.__class__ is ast.Subscript for t in n.targets))
+                                for n in walk(init)
+                            )
+                        holds = fills
+                    if holds:
+                        return True
+        return False
+
     what_it_does = """
 In `__init__` of an `nn.Module` subclass, flags `self.name = [...]` (also a tuple, a dict, a
 comprehension, `list(...)`/`tuple(...)` of a generator, or an empty list later filled with
@@ -159,3 +186,20 @@ and a container wrapped in `nn.ModuleList` before `__init__` ends are left alone
             value = node.args[-1].value
             if self._is_module(flow, value) or (node.func.attr.value == "extend" and self._holds_modules(flow, value)):
                 found[name] = empty.pop(name)
+
+
+def _may_hold_calls(value: ast.AST) -> bool | None:
+    """Pre-check on the stdlib ``ast``: could this container hold module calls? ``None`` for an
+    empty one (``[]``, ``{}``, ``list()``), which later code may fill."""
+    t = value.__class__
+    if t in (ast.List, ast.Tuple, ast.Set):
+        return None if not value.elts else any(e.__class__ is ast.Call for e in value.elts)
+    if t is ast.Dict:
+        return None if not value.keys else any(e.__class__ is ast.Call for e in value.values)
+    if t in (ast.ListComp, ast.SetComp, ast.GeneratorExp):
+        return value.elt.__class__ is ast.Call
+    if t is ast.DictComp:
+        return value.value.__class__ is ast.Call
+    if t is ast.Call and value.func.__class__ is ast.Name and value.func.id in _WRAPPERS | _EMPTY_CALLS:
+        return None if not (value.args or value.keywords) else True
+    return False
