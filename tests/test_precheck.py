@@ -125,3 +125,38 @@ def test_a_faulty_predicate_keeps_its_rule():
 
     kept, _ = precheck.candidates("import torch\n", [Faulty])
     assert kept == [Faulty]
+
+
+def _fixture_and_case_files():
+    return [*sorted(LINT_FIXTURES.glob("*.py")), *(sorted(CASES.glob("*.py")) if CASES else [])]
+
+
+def test_parsing_in_pieces_keeps_the_code_and_the_findings(monkeypatch):
+    """Long files are parsed in pieces joined into one Module (engine.CHUNK_LINES): with tiny
+    pieces, every fixture and case renders back to its exact text and gives the same findings."""
+    from devlint import engine
+
+    files = _fixture_and_case_files()
+    whole = {path: lint(path.read_bytes(), str(path)) for path in files}
+    monkeypatch.setattr(engine, "CHUNK_LINES", 4)
+    pieces = 0
+    for path in files:
+        text = path.read_text(encoding="utf-8")
+        try:
+            tree = ast.parse(text)
+        except SyntaxError:
+            continue
+        cuts = engine._cuts(tree)
+        pieces += bool(cuts)
+        assert engine._parse(text, cuts).code == text, path
+        assert lint(path.read_bytes(), str(path)) == whole[path], path
+    assert pieces > 10
+
+
+def test_a_syntax_error_in_a_long_file_is_reported_at_its_line(monkeypatch):
+    from devlint import engine
+
+    monkeypatch.setattr(engine, "CHUNK_LINES", 4)
+    text = "import torch\n" + "x = 1\n" * 20 + "def f(:\n    pass\n" + "y = 2\n" * 20
+    found = lint(text, "long.py", precheck=False)
+    assert [(f.code, f.line) for f in found] == [("DEV000", 22)]
