@@ -63,7 +63,8 @@ class Facts:
     that stand as a call argument, an assigned value or a parameter default (where a device
     literal does its harm), also as an arm of a conditional expression or the template of a
     built string (``"cuda:%d" % i``, ``"cuda:" + s``, ``"cuda:{}".format(i)``); ``keywords`` every keyword argument name of a call;
-    ``defs`` the names of every ``def``; ``classes`` every ``ClassDef``; ``imported`` the dotted
+    ``defs`` the names of every ``def``; ``classes`` every ``ClassDef`` (``class_names`` their
+    names); ``imported`` the dotted
     names every ``from m import n`` spells (``m.n``); ``modules`` every module an ``import m``
     or ``from m import ...`` names (star imports too); ``aliases`` maps a local name to every
     dotted module path an import anywhere in the file binds it to; ``units`` the file's
@@ -71,7 +72,7 @@ class Facts:
     """
 
     __slots__ = ("text", "tree", "methods", "functions", "attributes", "strings", "fstring_heads", "placed",
-                 "keywords", "defs", "classes", "imported", "modules", "aliases", "units")
+                 "keywords", "defs", "classes", "class_names", "imported", "modules", "aliases", "units")
 
     def __init__(self, tree: ast.Module, text: str) -> None:
         self.text, self.tree = text, tree
@@ -181,6 +182,7 @@ class Facts:
         self.keywords = set().union(*(u.keywords for u in units))
         self.attributes, self.strings, self.fstring_heads, self.placed = attributes, strings, heads, placed
         self.defs, self.classes, self.imported, self.modules, self.aliases = defs, classes, imported, modules, aliases
+        self.class_names = {c.name for c in classes}
         self.units = units
 
     # -- queries -------------------------------------------------------------------------------
@@ -346,3 +348,82 @@ def is_move(call: ast.Call, dtypes: frozenset[str]) -> bool:
 def unit_moves(unit: Unit, dtypes: frozenset[str]) -> bool:
     """Does the unit move something to a device (``.cuda()``, ``.to(device)``, ``device=``)?"""
     return "device" in unit.keywords or any(is_move(c, dtypes) for c in unit.calls("to", "cuda"))
+
+
+#: Methods of a module that return it (``devlint.modules.MODULE_METHODS`` and the dataflow's).
+_MODULE_METHODS = frozenset(
+    {"to", "cuda", "cpu", "eval", "train", "half", "float", "double", "bfloat16", "requires_grad_", "share_memory"}
+)
+
+
+def strip_module_methods(expr: ast.AST) -> ast.AST:
+    """``nn.Linear(2, 2).to(device).eval()`` -> ``nn.Linear(2, 2)`` (stdlib ``ast``)."""
+    while expr.__class__ is _Call and expr.func.__class__ is _Attribute and expr.func.attr in _MODULE_METHODS:
+        expr = expr.func.value
+    return expr
+
+
+def builds_module(expr: ast.AST, facts: Facts) -> bool:
+    """Could ``expr`` build an ``nn.Module`` (:func:`devlint.modules.is_module_constructor`, the
+    dataflow's ``MODEL``): a call of a capitalised name (``nn.Linear``, a class) or of a class
+    of the file, ``from_pretrained``, ``create_model``, a ``torchvision.models`` function,
+    through module methods (``.to(device).eval()``)?"""
+    expr = strip_module_methods(expr)
+    if expr.__class__ is not _Call:
+        return False
+    name = dotted(expr.func) or ""
+    last = name.rsplit(".", 1)[-1]
+    if last[:1].isupper() or last in ("from_pretrained", "create_model") or last in facts.class_names:
+        return True
+    return any(n.startswith("torchvision.models.") for n in facts.resolve(expr.func))
+
+
+def module_class(cls: ast.ClassDef, facts: Facts) -> bool:
+    """Could this class be an ``nn.Module`` (:func:`devlint.modules.is_module_base`): a base
+    named ``*Module``/``*Model``/``*Loss`` or for a class of the file, or from ``torch.nn``?"""
+    for base in cls.bases:
+        last = (dotted(base) or "").rsplit(".", 1)[-1]
+        if last.endswith(("Module", "Model", "Loss")) or last in facts.class_names:
+            return True
+        if any(n.startswith("torch.nn") for n in facts.resolve(base)):
+            return True
+    return False
+
+
+def unit_trains(unit: Unit, facts: Facts) -> bool:
+    """Does the unit call ``.backward()`` or ``torch.autograd.backward``, or ``.step(...)`` on
+    something named like a scaler or an optimizer (or on anything, in a file that builds a
+    ``torch.optim`` optimizer)? (:class:`devlint.amp.AmpAnalysis`'s training events.)"""
+    if "backward" in unit.methods:
+        return True
+    if any("torch.autograd.backward" in facts.resolve(c.func) for c in unit.functions.get("backward", ())):
+        return True
+    steps = unit.methods.get("step")
+    if not steps:
+        return False
+    from .amp import _OPTIMIZER
+
+    for call in steps:
+        owner = (dotted(call.func.value) or "").rsplit(".", 1)[-1].lower()
+        if "scaler" in owner or ("sched" not in owner and _OPTIMIZER.search(owner)):
+            return True
+    return builds_optimizer(facts)
+
+
+def builds_optimizer(facts: Facts) -> bool:
+    """Does the file call a class that may be a ``torch.optim`` optimizer?"""
+    return any(
+        n.startswith("torch.optim.")
+        for table in (facts.methods, facts.functions) for last, calls in table.items() if last[:1].isupper()
+        for call in calls for n in facts.resolve(call.func)
+    )
+
+
+def cpu_helpers(facts: Facts, factories: frozenset[str]) -> set[str]:
+    """Names of the module's top-level functions that may make a CPU tensor (their result may
+    be one: the dataflow's function summaries)."""
+    return {
+        u.node.name for u in facts.units
+        if u.node is not None and u.node.__class__ is not ast.ClassDef
+        and ("return_tensors" in u.keywords or unit_makes_cpu_tensor(u, factories))
+    }

@@ -7,7 +7,7 @@ import ast
 import libcst as cst
 
 from ..dataflow import CPU, FACTORIES, INP, DeviceFlow
-from ..precheck import dotted, methods_of, walk
+from ..precheck import dotted, methods_of, module_class, walk
 from ..rule import Rule
 
 #: Tensor methods whose tensor arguments may sit on another device (or are shapes).
@@ -25,11 +25,14 @@ class FactoryWithoutDeviceInForward(Rule):
 
     @staticmethod
     def candidate(facts) -> bool:
-        """Pre-check: a ``def forward`` that calls a torch factory without ``device=``."""
+        """Pre-check: the ``forward`` of a class that may be a module calls a torch factory
+        without ``device=``."""
         if "forward" not in facts.defs:
             return False
         names = {*FACTORIES, "tensor", "as_tensor"}
         for cls in facts.classes:
+            if not module_class(cls, facts):
+                continue
             for forward in methods_of(cls, "forward"):
                 for node in walk(forward):
                     if node.__class__ is ast.Call and (dotted(node.func) or "").rsplit(".", 1)[-1] in names:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..amp import Frame, FrameRule
-from ..precheck import arguments, has_backward
+from ..precheck import arguments, unit_trains
 
 
 class HalfPrecisionTraining(FrameRule):
@@ -16,14 +16,18 @@ class HalfPrecisionTraining(FrameRule):
 
     @staticmethod
     def candidate(facts) -> bool:
-        """Pre-check: ``.half()`` or ``.to(<float16>)``, and a backward or a step."""
-        if not (has_backward(facts) or "step" in facts.methods):
-            return False
-        if "half" in facts.methods:
-            return True
-        fp16 = {"torch.float16", "torch.half"}
-        return any(facts.resolve(a) & fp16 for call in facts.methods.get("to", ()) for a in arguments(call))
-
+        """Pre-check: a top-level class or function (or the module's other statements) that
+        casts to float16 or bfloat16 (``.half()``, ``.bfloat16()``, ``.to(<dtype>)``) and calls
+        ``.backward()``, ``.step(...)`` or ``torch.autograd.backward``."""
+        low = {"torch.float16", "torch.half", "torch.bfloat16"}
+        for unit in facts.units:
+            if not unit_trains(unit, facts):
+                continue
+            if "half" in unit.methods or "bfloat16" in unit.methods:
+                return True
+            if any(facts.resolve(a) & low for call in unit.methods.get("to", ()) for a in arguments(call)):
+                return True
+        return False
     what_it_does = """
 Flags `.half()` and `.to(torch.float16)`/`.to(dtype=torch.half)` on a module (an `nn`
 constructor, an instance of an `nn.Module` subclass of the file, a name bound to one, or a

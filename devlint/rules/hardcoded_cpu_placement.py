@@ -7,8 +7,9 @@ import ast
 import libcst as cst
 
 from ..devices import is_cpu
-from ..modules import MODULE_METHODS, is_module_base, is_module_constructor, strip_module_methods
-from ..precheck import arguments, walk
+from ..modules import is_module_base, is_module_constructor, strip_module_methods
+from ..precheck import arguments, builds_module, walk
+from ..precheck import strip_module_methods as ast_strip
 from ..rule import Rule
 
 _USES = {"parameters", "named_parameters", "train", "forward", "__call__"}
@@ -36,8 +37,8 @@ class HardcodedCpuPlacement(Rule):
     @staticmethod
     def candidate(facts) -> bool:
         """Pre-check: an accelerator named in the text, and a top-level class or function (or the
-        module's other statements) with a ``.cpu()`` or a ``.to("cpu")``/``.to(<call>)`` and a
-        call of a name it assigns from a call (a model it may have built)."""
+        module's other statements) with a ``.cpu()`` or a ``.to("cpu")``/``.to(<call>)`` that
+        calls (or trains, ``.parameters()``...) a name it binds to a module construction."""
         if not any(k in facts.text for k in ("cuda", "mps", "xpu", "accelerator", ".to(device")):
             return False
         for unit in facts.units:
@@ -47,9 +48,11 @@ class HardcodedCpuPlacement(Rule):
             )):
                 continue
             built = set()
-            for node in walk(unit.node) if unit.node is not None else (n for st in facts.tree.body for n in walk(st)):
+            nodes = walk(unit.node) if unit.node is not None else (n for st in facts.tree.body for n in walk(st))
+            for node in nodes:
                 if node.__class__ is ast.Assign and len(node.targets) == 1 and node.targets[0].__class__ is ast.Name:
-                    if _strip(node.value).__class__ is ast.Call:
+                    inner = ast_strip(node.value)
+                    if builds_module(inner, facts) or (inner.__class__ is ast.Name and inner.id in built):
                         built.add(node.targets[0].id)
             if built & unit.functions.keys() or any(
                 call.func.value.__class__ is ast.Name and call.func.value.id in built
@@ -202,9 +205,3 @@ torch.onnx.export(model, torch.randn(1, 4), "model.onnx")
 def _spelling(call: cst.Call) -> str:
     return ".cpu()" if call.func.attr.value == "cpu" else '.to("cpu")'
 
-
-def _strip(expr: ast.AST) -> ast.AST:
-    """Pre-check on the stdlib ``ast``: ``nn.Linear(2, 2).to(device).eval()`` -> ``nn.Linear(2, 2)``."""
-    while expr.__class__ is ast.Call and expr.func.__class__ is ast.Attribute and expr.func.attr in MODULE_METHODS:
-        expr = expr.func.value
-    return expr

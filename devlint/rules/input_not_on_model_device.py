@@ -7,7 +7,7 @@ import ast
 import libcst as cst
 
 from ..dataflow import DTYPES, FACTORIES, DeviceFlow
-from ..precheck import dotted, is_move, unit_makes_cpu_tensor, unit_moves
+from ..precheck import cpu_helpers, dotted, is_move, unit_makes_cpu_tensor, unit_moves
 from ..rule import Rule
 
 
@@ -32,7 +32,7 @@ class InputNotOnModelDevice(Rule):
             return False
         loader = "DataLoader" in facts.methods or "DataLoader" in facts.functions
         sources = [loader or "return_tensors" in u.keywords or unit_makes_cpu_tensor(u, FACTORIES) for u in units]
-        helpers = {u.node.name for u, src in zip(units, sources) if src and u.node is not None and u.node.__class__ is not ast.ClassDef}
+        helpers = cpu_helpers(facts, FACTORIES)
         shared = None
         for unit, source in zip(units, sources):
             if not (source or helpers & unit.functions.keys()):

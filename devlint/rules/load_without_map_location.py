@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ast
+
 import libcst as cst
 
 from .. import edits
@@ -18,13 +20,20 @@ class LoadWithoutMapLocation(Rule):
 
     @staticmethod
     def candidate(facts) -> bool:
-        """Pre-check: a call of a torch function whose name holds "load"."""
-        return any(
-            n.startswith("torch.")
-            for table in (facts.methods, facts.functions) for last, calls in table.items() if "load" in last
-            for call in calls for n in facts.resolve(call.func)
-        )
-
+        """Pre-check: a call of a torch function whose name holds "load", with at most two
+        positional arguments, no ``map_location=`` and no ``*args``/``**kwargs``."""
+        for table in (facts.methods, facts.functions):
+            for last, calls in table.items():
+                if "load" not in last:
+                    continue
+                for call in calls:
+                    if len(call.args) > 2 or any(a.__class__ is ast.Starred for a in call.args):
+                        continue
+                    if any(kw.arg is None or kw.arg == "map_location" for kw in call.keywords):
+                        continue
+                    if any(n.startswith("torch.") for n in facts.resolve(call.func)):
+                        return True
+        return False
     what_it_does = """
 Flags `torch.load(f)` calls that pass no `map_location` (keyword or second positional
 argument) outside an availability guard. Any `map_location` (a device variable, `"cpu"`, a

@@ -7,7 +7,7 @@ import ast
 import libcst as cst
 
 from ..dataflow import CPU, FACTORIES, DeviceFlow
-from ..precheck import dotted, makes_cpu_tensor, methods_of, walk
+from ..precheck import cpu_helpers, dotted, makes_cpu_tensor, methods_of, module_class, walk
 from ..rule import Rule
 
 _SHAPE_ONLY = frozenset({"shape", "device", "dtype", "ndim", "size", "dim", "numel", "is_cuda"})
@@ -37,18 +37,19 @@ class TensorAttributeNotBuffer(Rule):
 
     @staticmethod
     def candidate(facts) -> bool:
-        """Pre-check: a class whose ``__init__`` sets ``self.<x>`` to a value that may be a CPU
+        """Pre-check: a class that may be a module whose ``__init__`` sets ``self.<x>`` to a value that may be a CPU
         tensor (built from a torch factory, ``torch.tensor``, ``from_numpy``, ``return_tensors=``,
-        a DataLoader or a ``def`` of the module, directly or through a local name) and whose
+        a DataLoader or a function of the module that makes one, directly or through a local name) and whose
         ``forward`` reads ``<name>.<x>``."""
         if "forward" not in facts.defs:
             return False
+        helpers = cpu_helpers(facts, FACTORIES)
         for cls in facts.classes:
             forwards = methods_of(cls, "forward")
-            if not forwards:
+            if not forwards or not module_class(cls, facts):
                 continue
             for init in methods_of(cls, "__init__"):
-                attrs = _cpu_attributes(init, facts.defs)
+                attrs = _cpu_attributes(init, facts.defs, helpers)
                 if attrs and any(
                     node.__class__ is ast.Attribute and node.attr in attrs and node.value.__class__ is ast.Name
                     for forward in forwards for node in walk(forward)
@@ -168,7 +169,7 @@ Expected all tensors to be on the same device`. The tensor is also missing from 
             state.reads.add(node.attr.value)
 
 
-def _cpu_attributes(init: ast.AST, defs: set[str]) -> set[str]:
+def _cpu_attributes(init: ast.AST, defs: set[str], helpers: set[str]) -> set[str]:
     """Pre-check on the stdlib ``ast``: the attributes ``<name>.<x>`` that ``__init__`` sets to a
     value that may be a CPU tensor."""
 
@@ -178,7 +179,7 @@ def _cpu_attributes(init: ast.AST, defs: set[str]) -> set[str]:
             makes_cpu_tensor(call, FACTORIES)
             or any(kw.arg == "return_tensors" for kw in call.keywords)
             or name.rsplit(".", 1)[-1] == "DataLoader"
-            or name in defs
+            or name in helpers
         )
 
     local: set[str] = set()
