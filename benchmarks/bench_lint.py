@@ -1,9 +1,12 @@
 #!/usr/bin/env python3
-"""Side-by-side linter benchmark (issue 7): devlint vs TorchFix vs flake8 vs a bare libcst parse.
+"""Side-by-side linter benchmark (issues 7 and 14): devlint next to the parse floors (bare
+libcst, bare ast), ruff --select=ALL, TorchFix and flake8, in CPU time; a scaling table in
+file size; the share of files libcst parses; the findings with and without the ast pre-check.
 
-Run with the interpreter of the venv that has devlint installed:
+Run with the interpreter of the venv that has devlint installed (and ruff, for its row:
+``pip install ruff``; it is no dependency of devlint):
 
-    .venv/bin/python benchmarks/bench_lint.py            # all four corpora, median of 3
+    .venv/bin/python benchmarks/bench_lint.py            # the five corpora, median of 3
     .venv/bin/python benchmarks/bench_lint.py --quick    # timm + accelerate, 1 run
 
 Everything downloaded or built goes to benchmarks/.cache/ (git-ignored) and is reused.
@@ -24,33 +27,72 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 CACHE = HERE / ".cache"
 CORPUS_DIR = CACHE / "corpus"
-CORPORA = {"transformers": "4.46.3", "timm": "1.0.11", "accelerate": "1.1.1", "ultralytics": "8.3.40"}
+CORPORA = {"timm": "1.0.11", "accelerate": "1.1.1", "ultralytics": "8.3.40", "lightning": "2.4.0",
+           "diffusers": "0.31.0", "transformers": "4.46.3"}
+DEFAULT = ("timm", "accelerate", "ultralytics", "lightning", "diffusers")
 QUICK = ("timm", "accelerate")
+SCALES = (1_000, 10_000, 60_000, 200_000)
 PY = Path(sys.executable)  # our venv: devlint, flake8, libcst
 BIN = PY.parent
 TORCHFIX = "torchfix==0.7.0"
 
-# Prints the files devlint's pre-screen lets through to the libcst parser.
+# Prints "<stage> <path>" for each file: "text" (passes the text pre-screen), "parsed" (the ast
+# pre-check leaves a rule for libcst).
 PRESCREEN = """import sys
-from devlint.engine import could_match, decode, enabled_rules
+from devlint import precheck
+from devlint.engine import decode, enabled_rules, triggered
 rules = enabled_rules()
 for p in open(sys.argv[1]).read().splitlines():
     try:
         text = decode(open(p, 'rb').read())
     except Exception:
         continue
-    if could_match(text, rules):
-        print(p)
+    kept = triggered(text, rules)
+    if kept:
+        print('text', p)
+        if precheck.candidates(text, kept)[0]:
+            print('parsed', p)
 """
-# A bare libcst parse of the files in argv[1], decoded the way devlint decodes them.
-BARE = """import io, sys, tokenize, libcst
+# A bare parse of the files in argv[1], decoded the way devlint decodes them: argv[2] is
+# "libcst", "libcst-nogc" (the collector off, as devlint runs it) or "ast".
+BARE = """import gc, io, sys, tokenize, ast, libcst
+parse = ast.parse if sys.argv[2] == 'ast' else libcst.parse_module
+if sys.argv[2].endswith('nogc'):
+    gc.disable()
 for p in open(sys.argv[1]).read().splitlines():
     data = open(p, 'rb').read()
     enc, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
     try:
-        libcst.parse_module(data.decode(enc).removeprefix('\\ufeff'))
+        parse(data.decode(enc).removeprefix('\\ufeff'))
     except Exception:
         pass
+"""
+# Scaling: argv[1] is a file of real code, argv[2] a size; lints it as pieces of about that
+# many lines (cut between top-level statements, so every size covers the same code) and prints
+# "<lines> <CPU s> <peak RSS MB> <bare libcst CPU s or -1>".
+SCALE = """import ast, gc, resource, sys, time
+from devlint import engine
+text = open(sys.argv[1], encoding='utf-8').read()
+size = int(sys.argv[2])
+lines = text.split('\\n')
+cuts = engine._cuts(ast.parse(text), size) or [0]
+bounds = [*cuts, len(lines)]
+pieces = ['\\n'.join(lines[a:b]) + '\\n' for a, b in zip(bounds, bounds[1:])]
+cpu = 0.0
+for piece in pieces:
+    t = time.process_time()
+    engine.lint(piece, 'scale.py', precheck=False)
+    cpu += time.process_time() - t
+peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+bare = -1.0
+if len(sys.argv) > 3:
+    import libcst
+    gc.disable()
+    t = time.process_time()
+    for piece in pieces:
+        libcst.parse_module(piece)
+    bare = time.process_time() - t
+print(sum(p.count('\\n') for p in pieces), cpu, peak, bare)
 """
 # Fallback when /usr/bin/time is missing: a fresh process whose RUSAGE_CHILDREN is only the tool.
 WRAP = ("import resource, subprocess, sys, time; t = time.perf_counter(); rc = subprocess.call(sys.argv[2:]); "
@@ -140,78 +182,153 @@ def machine():
             f"devlint {md.version('devlint')} (git {head or '?'}), libcst {md.version('libcst')}, flake8 {md.version('flake8')}")
 
 
+def scaling_source(files):
+    """The real code the scaling table lints: the corpus files that mention torch, whole and in
+    order, without ``from __future__`` lines (legal only at the top of a file), until there are
+    enough lines for the largest size. Written once to .cache/scaling.py."""
+    path = CACHE / "scaling.py"
+    want = max(SCALES)
+    if not path.exists() or path.read_text(encoding="utf-8").count("\n") < want:
+        import ast
+        out, count = [], 0
+        for f in files:
+            text = (CORPUS_DIR / f).read_text(encoding="utf-8", errors="replace")
+            if "torch" not in text:
+                continue
+            text = "\n".join(ln for ln in text.split("\n") if not ln.startswith("from __future__ import"))
+            text = text if text.endswith("\n") else text + "\n"
+            try:
+                ast.parse(text)
+            except SyntaxError:
+                continue
+            out.append(text)
+            count += text.count("\n")
+            if count >= want:
+                break
+        path.write_text("".join(out), encoding="utf-8")
+    return path
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--corpus", action="append", choices=sorted(CORPORA), help="corpus to use (repeatable; default: all)")
+    ap.add_argument("--corpus", action="append", choices=sorted(CORPORA), help="corpus to use (repeatable; default: "
+                    + " + ".join(DEFAULT) + ")")
     ap.add_argument("--quick", action="store_true", help=f"smoke run: {' + '.join(QUICK)}, 1 run unless --runs")
     ap.add_argument("--runs", type=int, help="runs per tool, median reported (default 3)")
     ap.add_argument("--torchfix-runs", type=int, help="runs for TorchFix alone, the slowest (default: --runs)")
     ap.add_argument("--skip-torchfix", action="store_true", help="do not install or run TorchFix")
+    ap.add_argument("--skip-scaling", action="store_true", help="no scaling table")
     ap.add_argument("--output", type=Path, default=HERE / "results.md")
     args = ap.parse_args()
-    names = args.corpus or (list(QUICK) if args.quick else list(CORPORA))
+    names = args.corpus or (list(QUICK) if args.quick else list(DEFAULT))
     runs = args.runs or (1 if args.quick else 3)
     setup = machine()  # before the runs: the tree may change while they go
 
     roots = [corpus(n, CORPORA[n]) for n in names]
     files = sorted(str(p.relative_to(CORPUS_DIR)) for r in roots for p in r.rglob("*.py"))
-    all_list, parsed_list = CACHE / "files-all.txt", CACHE / "files-parsed.txt"
+    all_list, torch_list = CACHE / "files-all.txt", CACHE / "files-torch.txt"
     all_list.write_text("\n".join(files) + "\n")
     blobs = {f: (CORPUS_DIR / f).read_bytes() for f in files}
     lines = sum(b.count(b"\n") for b in blobs.values())
-    torchy = sum(b"torch" in b for b in blobs.values())  # TorchFix's own pre-screen
-    parsed = run([PY, "-c", PRESCREEN, all_list], cwd=CORPUS_DIR, capture_output=True, text=True).stdout.split()
-    parsed_list.write_text("\n".join(parsed) + "\n")
-    log(f"{', '.join(names)}: {len(files)} files, {lines} lines, {len(parsed)} pass devlint's pre-screen, "
-        f"{torchy} mention 'torch'")
+    torchy = [f for f in files if b"torch" in blobs[f]]  # TorchFix's own pre-screen
+    torch_list.write_text("\n".join(torchy) + "\n")
+    torch_lines = sum(blobs[f].count(b"\n") for f in torchy)
+    stages = run([PY, "-c", PRESCREEN, all_list], cwd=CORPUS_DIR, capture_output=True, text=True).stdout.split("\n")
+    screened = [ln.split(" ", 1)[1] for ln in stages if ln.startswith("text ")]
+    parsed = [ln.split(" ", 1)[1] for ln in stages if ln.startswith("parsed ")]
+    parsed_lines = sum(blobs[f].count(b"\n") for f in parsed)
+    log(f"{', '.join(names)}: {len(files)} files, {lines} lines, {len(torchy)} mention 'torch', {len(screened)} pass "
+        f"the text pre-screen, {len(parsed)} ({parsed_lines} lines) are parsed by libcst after the ast pre-check")
 
     plain = venv("venv-flake8", [f"flake8=={md.version('flake8')}"])
     flake8_pin = f"flake8=={md.version('flake8')}"
     tf = None if args.skip_torchfix else venv(
         "venv-torchfix", [TORCHFIX, flake8_pin],
         ["--no-deps", TORCHFIX, flake8_pin, "pyflakes", "pycodestyle", "mccabe", "libcst>=1.5,<1.6", "PyYAML"])
+    ruff = BIN / "ruff" if (BIN / "ruff").exists() else shutil.which("ruff")
 
-    dl_help = help_text([BIN / "devlint", "check", "--help"])
-    dl = [BIN / "devlint", "check", *(f for f in ("--no-cache", "--isolated") if f in dl_help)]  # no cache, no config
-    has_j = "-j" in dl_help.replace("[", " ").split()  # `devlint check -j N` (issue 7, item 2)
-    everything, n_all = (len(files), lines), len(files)
+    dl = [BIN / "devlint", "check", "--no-cache", "--isolated"]
+    everything = (len(files), lines)
     rows = []
-    if has_j:
-        rows.append(measure("devlint check -j 1", [*dl, "-j", "1", *files], runs, (*everything, len(parsed))))
-    rows.append(measure("devlint check" + (" (default -j)" if has_j else ""), [*dl, *files], runs,
-                        (*everything, len(parsed))))
+    rows.append(measure("devlint check -j 1", [*dl, "-j", "1", *files], runs, (*everything, len(parsed))))
+    os.environ["DEVLINT_NO_PRECHECK"] = "1"
+    rows.append(measure("devlint check -j 1, no ast pre-check", [*dl, "-j", "1", *files], runs,
+                        (*everything, len(screened))))
+    del os.environ["DEVLINT_NO_PRECHECK"]
+    rows.append(measure("devlint check (default -j)", [*dl, *files], runs, (*everything, len(parsed))))
+    rows.append(measure("bare libcst.parse_module (torch files)", [PY, "-c", BARE, torch_list, "libcst"], runs,
+                        (len(torchy), torch_lines, len(torchy))))
+    rows.append(measure("bare libcst.parse_module, collector off", [PY, "-c", BARE, torch_list, "libcst-nogc"], runs,
+                        (len(torchy), torch_lines, len(torchy))))
+    rows.append(measure("bare ast.parse (all files)", [PY, "-c", BARE, all_list, "ast"], runs,
+                        (*everything, len(files))))
+    if ruff:
+        rows.append(measure("ruff check --select=ALL", [ruff, "check", "--select=ALL", "--no-cache", "--isolated",
+                                                        "--exit-zero", *files], runs, (*everything, len(files))))
     if tf:
         rows.append(measure("torchfix (default -j)", [tf / "torchfix", *files], args.torchfix_runs or runs,
-                            (*everything, torchy)))
-    rows.append(measure("flake8 --select=E9, devlint installed", [BIN / "flake8", "--isolated", "--select=E9", *files],
-                        runs, (*everything, n_all)))
-    rows.append(measure("flake8 --select=E9 alone", [plain / "flake8", "--isolated", "--select=E9", *files],
-                        runs, (*everything, n_all)))
-    parsed_lines = sum(blobs[f].count(b"\n") for f in parsed)
-    rows.append(measure("bare libcst.parse_module", [PY, "-c", BARE, parsed_list], runs,
-                        (len(parsed), parsed_lines, len(parsed))))
+                            (*everything, len(torchy))))
+    rows.append(measure("flake8 -j 1 --select=E9, devlint installed", [BIN / "flake8", "-j", "1", "--isolated",
+                                                                      "--select=E9", *files], runs, (*everything, len(files))))
+    rows.append(measure("flake8 -j 1 --select=E9 alone", [plain / "flake8", "-j", "1", "--isolated", "--select=E9", *files],
+                        runs, (*everything, len(files))))
+    rows.append(measure("flake8 -j 1 --select=E9,DEV", [BIN / "flake8", "-j", "1", "--isolated", "--select=E9,DEV", *files],
+                        runs, (*everything, len(parsed))))
 
     by = {r[0]: r for r in rows}
-    dev_rows = [r for r in rows if r[0].startswith("devlint")]
-    ratios = []
-    for r in dev_rows:
-        if tf:
-            ratios.append((f"{r[0]} / torchfix", r, by["torchfix (default -j)"], "<= 0.2"))
-    ratios.append(("flake8+devlint / flake8 alone",
-                   by["flake8 --select=E9, devlint installed"], by["flake8 --select=E9 alone"], "<= 1.5"))
-    for r in dev_rows:
-        ratios.append((f"{r[0]} / bare libcst parse", r, by["bare libcst.parse_module"], "<= 2"))
+    j1, j1_off = by["devlint check -j 1"], by["devlint check -j 1, no ast pre-check"]
+    bare, bare_nogc = by["bare libcst.parse_module (torch files)"], by["bare libcst.parse_module, collector off"]
+    ratios = [
+        ("devlint -j 1, no pre-check / bare libcst", j1_off, bare, "<= 1.1"),
+        ("devlint -j 1 / bare libcst", j1, bare, "<= 0.7"),
+        ("devlint -j 1, no pre-check / bare libcst, collector off", j1_off, bare_nogc, ""),
+        ("devlint -j 1 / bare libcst, collector off", j1, bare_nogc, ""),
+        ("devlint -j 1 / bare ast", j1, by["bare ast.parse (all files)"], ""),
+    ]
+    if ruff:
+        ratios.append(("devlint -j 1 / ruff ALL", j1, by["ruff check --select=ALL"], ""))
+    if tf:
+        ratios.append(("devlint -j 1 / torchfix", j1, by["torchfix (default -j)"], "<= 0.2"))
+    ratios.append(("flake8 E9 with devlint / alone", by["flake8 -j 1 --select=E9, devlint installed"],
+                   by["flake8 -j 1 --select=E9 alone"], "<= 1.05"))
+    ratios.append(("flake8 E9,DEV / E9 alone", by["flake8 -j 1 --select=E9,DEV"], by["flake8 -j 1 --select=E9 alone"], ""))
 
     def ok(value, target):
+        if not target:
+            return ""
         return "yes" if value <= float(target.split()[-1]) else "**no**"
 
-    table = ["| tool | files | lines | files parsed | median wall s | peak RSS MB | median CPU s |",
+    table = ["| tool | files | lines | files parsed | median CPU s | median wall s | peak RSS MB |",
              "|---|--:|--:|--:|--:|--:|--:|"]
-    table += [f"| {r[0]} | {r[1]} | {r[2]} | {r[3]} | {r[4]:.2f} | {r[5]:.0f} | {r[6]:.2f} |" for r in rows]
-    table += ["", "| ratio | wall | target | met | (CPU) |", "|---|--:|--:|:-:|--:|"]
-    table += [f"| {name} | {a[4] / b[4]:.2f} | {t} | {ok(a[4] / b[4], t)} | {a[6] / b[6]:.2f} |"
-              for name, a, b, t in ratios]
-    table += [f"| {r[0]} peak RSS MB | {r[5]:.0f} | <= 300 | {ok(r[5], '300')} | |" for r in dev_rows]
+    table += [f"| {r[0]} | {r[1]} | {r[2]} | {r[3]} | {r[6]:.2f} | {r[4]:.2f} | {r[5]:.0f} |" for r in rows]
+    table += ["", "| ratio (CPU time) | value | target | met |", "|---|--:|--:|:-:|"]
+    table += [f"| {name} | {a[6] / b[6]:.2f} | {t} | {ok(a[6] / b[6], t)} |" for name, a, b, t in ratios]
+
+    out = CACHE / "out"
+    with_check = sorted(ln for ln in (out / "devlint_check__j_1.out").read_text().splitlines() if ": DEV" in ln)
+    without = sorted(ln for ln in (out / "devlint_check__j_1__no_ast_pre_check.out").read_text().splitlines() if ": DEV" in ln)
+    same = with_check == without
+    table += ["", f"Files parsed by libcst: {len(parsed)} of {len(files)} ({len(parsed) / len(files):.0%}; "
+              f"{parsed_lines / lines:.0%} of the lines); {len(screened)} pass the text pre-screen, {len(torchy)} mention torch.",
+              f"Findings with and without the ast pre-check (devlint check -j 1): {len(with_check)} and {len(without)}, "
+              + ("identical." if same else "**different**: diff .cache/out/devlint_check__j_1*.out")]
+
+    if not args.skip_scaling:
+        source = scaling_source(files)
+        table += ["", f"Scaling in file size ({source.name}: {max(SCALES)} lines of the corpus's torch files; each size "
+                  "lints the same code cut into pieces of that many lines, pre-check off so that every piece is parsed):", "",
+                  "| lines per file | files | devlint µs/line | bare libcst µs/line | peak RSS MB |", "|--:|--:|--:|--:|--:|"]
+        per_line = {}
+        for size in SCALES:
+            got = run([PY, "-c", SCALE, source, size, "bare"], capture_output=True, text=True).stdout.split()
+            n, cpu, peak, bare_cpu = int(got[0]), float(got[1]), float(got[2]), float(got[3])
+            count = max(1, round(n / size))
+            per_line[size] = cpu / n * 1e6
+            log(f"scaling {size}: {per_line[size]:.0f} µs/line, {peak:.0f} MB")
+            table.append(f"| {size} | {count} | {per_line[size]:.0f} | {bare_cpu / n * 1e6:.0f} | {peak:.0f} |")
+        big, small = per_line[max(SCALES)], per_line[min(SCALES)]
+        table += ["", f"| ratio | value | target | met |", "|---|--:|--:|:-:|",
+                  f"| µs/line at {max(SCALES)} / at {min(SCALES)} | {big / small:.2f} | <= 1.2 | {ok(big / small, '<= 1.2')} |"]
     text = "\n".join(table)
     print(text)
 
@@ -223,7 +340,8 @@ def main():
         f"- command: `{cmdline}` (median of {runs} run{'s' * (runs > 1)}"
         f"{f', TorchFix {args.torchfix_runs}' if tf and args.torchfix_runs else ''})",
         f"- corpora: {', '.join(f'{n}=={CORPORA[n]}' for n in names)}: {len(files)} files, {lines} lines, "
-        f"{len(parsed)} pass devlint's pre-screen, {torchy} mention 'torch' (TorchFix's pre-screen)",
+        f"{len(torchy)} mention 'torch' ({torch_lines} lines)",
+        f"- versions: ruff {md.version('ruff') if ruff else 'absent'}, {TORCHFIX if tf else 'TorchFix skipped'}",
         "", "Regenerate with the command above; column meanings are in benchmarks/README.md.", "", "",
     ]
     args.output.write_text("\n".join(head) + text + "\n")

@@ -11,6 +11,8 @@ from __future__ import annotations
 import ast
 import bisect
 import dataclasses
+import gc
+import os
 import re
 import sys
 from typing import Iterable, Sequence
@@ -20,12 +22,16 @@ from libcst.metadata import CodePosition, CodeRange, MetadataWrapper, PositionPr
 
 from . import guards
 from . import source as source_text
+from . import precheck as _precheck
 from .finding import Edit, Finding, Fix
 from .names import ImportTable, dotted
 from .rule import Analysis, Participant, Rule
 from .rules import all_rules
 
 PARSE_ERROR = "DEV000"
+#: Whether :func:`lint` runs the ``ast`` pre-check by default: set ``DEVLINT_NO_PRECHECK=1`` in
+#: the environment to measure without it or to rule it out (benchmarks/bench_lint.py does both).
+PRECHECK = not os.environ.get("DEVLINT_NO_PRECHECK")
 
 
 class Scope:
@@ -288,6 +294,13 @@ def _skipped_types() -> frozenset[type]:
 
 
 _SKIP_TYPES = _skipped_types()
+_WALKED: dict[type, bool] = {type(None): False, str: False}
+
+
+def _walkable(kind: type) -> bool:
+    """Is a child of this exact type walked? (A node, and no whitespace or punctuation.)"""
+    ok = _WALKED[kind] = isinstance(kind, type) and issubclass(kind, cst.CSTNode) and kind not in _SKIP_TYPES
+    return ok
 
 
 def _walk(module: cst.Module, visit: dict, leave: dict, ctx: Context) -> None:
@@ -296,8 +309,7 @@ def _walk(module: cst.Module, visit: dict, leave: dict, ctx: Context) -> None:
     participant has a ``leave_`` hook for its type or it opens a guard."""
     marks = ctx._guard_nodes
     fields = _FIELDS
-    skip = _SKIP_TYPES
-    node_type = cst.CSTNode
+    walked = _WALKED  # exact type -> is it walked? (no ABC ``isinstance`` per child)
     top = {id(statement): i for i, statement in enumerate(module.body)}
     stack: list[tuple[cst.CSTNode, int]] = [(module, 0)]
     pop, push = stack.pop, stack.append
@@ -330,12 +342,16 @@ def _walk(module: cst.Module, visit: dict, leave: dict, ctx: Context) -> None:
         names = fields.get(kind) or _fields(kind)
         for name in reversed(names):
             value = getattr(node, name)
-            if value.__class__ is tuple or value.__class__ is list:
+            cls = value.__class__
+            if cls is tuple or cls is list:
                 for item in reversed(value):
-                    if isinstance(item, node_type) and item.__class__ not in skip:
+                    ok = walked.get(item.__class__)
+                    if ok or (ok is None and _walkable(item.__class__)):
                         push((item, 0))
-            elif isinstance(value, node_type) and value.__class__ not in skip:
-                push((value, 0))
+            else:
+                ok = walked.get(cls)
+                if ok or (ok is None and _walkable(cls)):
+                    push((value, 0))
 
 
 def _tables(participants: Iterable[Participant]) -> tuple[dict, dict]:
@@ -369,8 +385,13 @@ def enabled_rules(select: Sequence[str] = ("DEV",), ignore: Sequence[str] = ()) 
 
 def could_match(text: str, rules: Sequence[type[Rule]]) -> bool:
     """The pre-screen: can any of these rules match this text at all? (See ``Rule.triggers``.)"""
+    return bool(triggered(text, rules))
+
+
+def triggered(text: str, rules: Sequence[type[Rule]]) -> list[type[Rule]]:
+    """The rules whose text pre-screen this text passes (see ``Rule.triggers``)."""
     torch = "torch" in text
-    return any((torch or not r.needs_torch) and any(t in text for t in r.triggers) for r in rules)
+    return [r for r in rules if (torch or not r.needs_torch) and any(t in text for t in r.triggers)]
 
 
 def decode(data: bytes) -> str:
@@ -388,6 +409,7 @@ def lint(
     ignore: Sequence[str] = (),
     rules: Sequence[type[Rule]] | None = None,
     tree: ast.Module | None = None,
+    precheck: bool | None = None,
 ) -> list[Finding]:
     """All findings of the selected rules in ``source``, sorted by position.
 
@@ -395,31 +417,123 @@ def lint(
     finding at the failing line; an internal failure gives one ``DEV000`` naming it.
     ``noqa`` comments are *not* applied here (flake8 applies its own; the CLI applies
     :mod:`devlint.noqa`). ``tree``, the stdlib ``ast`` of the same text if the caller has it
-    (flake8 does), saves a parse when positions are resolved."""
+    (flake8 does), saves a parse in the pre-check and when positions are resolved.
+
+    Work is spared in three steps: a rule runs only on text holding one of its ``triggers``;
+    then only if the stdlib ``ast`` of the file holds a candidate node for it
+    (:mod:`devlint.precheck`); libcst parses the file only for the rules left. The garbage
+    collector is off while libcst builds and the rules walk the tree (a tree holds no cycles;
+    collecting passes over it made the cost per line grow with the file's length).
+    ``precheck=False`` skips the ``ast`` step (the findings are the same; tests compare them);
+    ``None`` follows :data:`PRECHECK`."""
     rules = enabled_rules(select, ignore) if rules is None else rules
     try:
         text = decode(source) if isinstance(source, bytes) else source
     except (SyntaxError, UnicodeDecodeError, LookupError) as exc:
         return [Finding(path, 1, 0, PARSE_ERROR, f"could not parse: {exc}", 1, 0)]
-    if not rules or not could_match(text, rules):
+    rules = triggered(text, rules)
+    if not rules:
         return []
     text, skipped = _defuse(text, path)
+    collecting = gc.isenabled()
+    gc.disable()
     try:
-        module = cst.parse_module(text)
+        if PRECHECK if precheck is None else precheck:
+            rules, tree = _precheck.candidates(text, rules, tree)
+            if not rules:
+                return skipped
+        return _parse_and_analyse(text, path, rules, tree, skipped)
+    finally:
+        if collecting:
+            gc.enable()
+
+
+#: Files longer than this many lines are parsed by libcst in pieces of about this size, cut
+#: between top-level statements and joined into one Module. On one long text libcst's parser
+#: costs more per line and holds far more memory: 60k lines of diffusers took 116 µs/line and
+#: 680 MB at once, 65 µs/line and 250 MB in pieces of 2,000 lines.
+CHUNK_LINES = 2_000
+
+
+def _parse_and_analyse(text: str, path: str, rules, tree, skipped: list[Finding]) -> list[Finding]:
+    cuts = None
+    if text.count("\n", 0, None) > CHUNK_LINES * 3 // 2 and "\r" not in text:
+        if tree is None:
+            try:
+                tree = ast.parse(text)
+            except (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError):
+                tree = None
+        if tree is not None:
+            cuts = _cuts(tree)
+    starts = _top_starts(tree) if tree is not None else None
+    del tree  # the stdlib tree of a long file is large: keep only what positions need
+    try:
+        module = _parse(text, cuts)
     except cst.ParserSyntaxError as exc:
         line, col, reason = _syntax_error(text, exc)
         return [*skipped, Finding(path, line, col, PARSE_ERROR, f"could not parse: {reason}, line {line}", line, col)]
     except Exception as exc:  # noqa: BLE001 - the native parser may raise other errors
         return [*skipped, Finding(path, 1, 0, PARSE_ERROR, f"could not parse: {type(exc).__name__}: {exc}", 1, 0)]
-    limit = sys.getrecursionlimit()
-    try:
-        sys.setrecursionlimit(max(limit, 20000))  # libcst's codegen recurses per nesting level
-        return sorted([*skipped, *_analyse(module, path, text, rules, tree)])
-    except Exception as exc:  # noqa: BLE001 - one bad file never aborts a run
-        return [Finding(path, 1, 0, PARSE_ERROR, f"could not analyse: {type(exc).__name__}: {exc}", 1, 0)]
-    finally:
-        sys.setrecursionlimit(limit)
+    return sorted([*skipped, *lint_module(module, text, path, rules=rules, tree=starts)])
 
+
+def _top_starts(tree: ast.Module) -> list[int]:
+    """First line (decorators included) of each top-level statement of a stdlib tree."""
+    starts = []
+    for node in tree.body:
+        decorators = getattr(node, "decorator_list", None)
+        starts.append(min(d.lineno for d in decorators) if decorators else node.lineno)
+    return starts
+
+
+def _cuts(tree: ast.Module, size: int | None = None) -> list[int] | None:
+    """Line counts at which to cut the text into pieces of about ``size`` lines, each ending
+    with a top-level statement (no statement shares a line with the next); ``None`` if one
+    piece it is."""
+    size = CHUNK_LINES if size is None else size
+    cuts, last_end = [0], 0
+    for node, start in zip(tree.body, _top_starts(tree)):
+        if start > last_end and last_end - cuts[-1] >= size:
+            cuts.append(last_end)
+        last_end = max(last_end, node.end_lineno or node.lineno)
+    return cuts if len(cuts) > 1 else None
+
+
+def _parse(text: str, cuts: list[int] | None) -> cst.Module:
+    """``libcst.parse_module(text)``, in pieces cut at ``cuts`` (see :data:`CHUNK_LINES`).
+
+    The pieces' statements are joined into one Module whose code is ``text``: a piece's header
+    (and the previous piece's footer) go before its first statement. Where the pieces disagree
+    on the default indentation (a block's indent is stored relative to it) or a piece fails,
+    the text is parsed whole, which also reports any syntax error as before."""
+    if not cuts:
+        return cst.parse_module(text)
+    lines = text.split("\n")
+    bounds = [*cuts, len(lines)]
+    try:
+        modules = []
+        for i, (a, b) in enumerate(zip(bounds, bounds[1:])):
+            last = i == len(bounds) - 2
+            piece = "\n".join(lines[a:b]) + ("" if last else "\n")
+            modules.append(cst.parse_module(piece))
+    except Exception:  # noqa: BLE001 - the whole text gives the same error with the right line
+        return cst.parse_module(text)
+    first = modules[0]
+    if any(m.default_indent != first.default_indent or m.default_newline != first.default_newline for m in modules):
+        return cst.parse_module(text)
+    body, carried = [], []
+    for i, m in enumerate(modules):
+        statements = list(m.body)
+        if i:
+            carried += m.header  # the first piece's header stays the Module's
+        if statements and carried:
+            statements[0] = statements[0].with_changes(leading_lines=[*carried, *statements[0].leading_lines])
+            carried = []
+        body += statements
+        carried += m.footer
+    if not body:
+        return cst.parse_module(text)
+    return first.with_changes(body=body, footer=carried, has_trailing_newline=modules[-1].has_trailing_newline)
 
 
 def lint_module(
@@ -429,17 +543,20 @@ def lint_module(
     select: Sequence[str] = ("DEV",),
     ignore: Sequence[str] = (),
     rules: Sequence[type[Rule]] | None = None,
-    tree: ast.Module | None = None,
+    tree: ast.Module | list[int] | None = None,
 ) -> list[Finding]:
     """Findings of the selected rules in an already-parsed libcst ``module`` whose source is
-    ``text`` (``module.code == text``), sorted by position; no pre-screen.
+    ``text`` (``module.code == text``), sorted by position; no pre-screen, no pre-check.
 
     For callers that keep their own parse (the language server's per-statement cache). Never
-    raises: an internal failure gives one ``DEV000`` naming it. ``tree`` is as for :func:`lint`."""
+    raises: an internal failure gives one ``DEV000`` naming it. ``tree`` is as for :func:`lint`
+    (or the first lines of its top-level statements)."""
     rules = enabled_rules(select, ignore) if rules is None else rules
     if not rules:
         return []
     limit = sys.getrecursionlimit()
+    collecting = gc.isenabled()
+    gc.disable()
     try:
         sys.setrecursionlimit(max(limit, 20000))  # libcst's codegen recurses per nesting level
         return _analyse(module, path, text, rules, tree)
@@ -447,6 +564,11 @@ def lint_module(
         return [Finding(path, 1, 0, PARSE_ERROR, f"could not analyse: {type(exc).__name__}: {exc}", 1, 0)]
     finally:
         sys.setrecursionlimit(limit)
+        if collecting:
+            gc.enable()
+
+
+
 
 #: libcst's parser is superlinear in the length of one chain of binary operators or trailers
 #: (``a + b + ...``, ``a.b.c...``, ``f()()...``, ``x[0][0]...``: 2,000 terms take seconds, 3,000
@@ -522,23 +644,23 @@ def _positions(module: cst.Module, text: str, wanted: dict[int, list], tree: ast
     ``wanted`` maps a top-level statement index to the nodes reported in it. Each such
     statement is rendered alone with libcst's ``PositionProvider`` and shifted by its first
     line, taken from the stdlib ``ast`` (about 10x cheaper to parse than libcst); without a
-    usable ``ast`` the whole module is rendered."""
+    usable ``ast`` the whole module is rendered. ``tree`` may also be the list of first lines of
+    the ``ast``'s top-level statements (:func:`_top_starts`)."""
     if tree is None:
         try:
             tree = ast.parse(text)
         except (SyntaxError, RecursionError, MemoryError, ValueError):
             tree = None
+    tops = tree if isinstance(tree, list) else _top_starts(tree) if tree is not None else None
     starts: list[int] = []
-    if tree is not None:
+    if tops is not None:
         k = 0
         for statement in module.body:
-            if k >= len(tree.body):
+            if k >= len(tops):
                 break
-            node = tree.body[k]
-            decorators = getattr(node, "decorator_list", None)
-            starts.append(min(d.lineno for d in decorators) if decorators else node.lineno)
+            starts.append(tops[k])
             k += len(statement.body) if isinstance(statement, cst.SimpleStatementLine) else 1
-        if k != len(tree.body):
+        if k != len(tops):
             starts = []
     if not starts:
         return MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)

@@ -9,7 +9,7 @@ does; the engine calls every rule's methods from one traversal of one parse.
 
 from __future__ import annotations
 
-from typing import ClassVar, NamedTuple
+from typing import Callable, ClassVar, NamedTuple
 
 import libcst as cst
 
@@ -60,6 +60,11 @@ class Rule(Participant):
     #: and, when ``needs_torch``, the word ``torch`` (every import of torch spells it).
     triggers: ClassVar[tuple[str, ...]] = ("torch",)
     needs_torch: ClassVar[bool] = True
+    #: The ``ast`` pre-check (:mod:`devlint.precheck`): a function of the file's
+    #: :class:`devlint.precheck.Facts` (declare it as a ``staticmethod``) that is False only
+    #: where the file holds no node this rule could report, so that libcst is spared the file.
+    #: ``None``: every file that passes ``triggers`` is a candidate. Widen it along with the rule.
+    candidate: ClassVar[Callable[..., bool] | None] = None
     #: Sources with ``# expect: CODE`` markers on the lines that must be reported; they run
     #: after :data:`PREAMBLE` (``import torch``, ``import torch.nn as nn``).
     flagged: ClassVar[tuple[str, ...]] = ()

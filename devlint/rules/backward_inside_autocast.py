@@ -5,7 +5,8 @@ from __future__ import annotations
 import libcst as cst
 
 from .. import edits
-from ..amp import Frame, FrameRule
+from ..amp import AUTOCAST, Frame, FrameRule
+from ..precheck import has_backward
 from ..rule import NodeFix
 
 
@@ -16,6 +17,12 @@ class BackwardInsideAutocast(FrameRule):
     name = "backward-inside-autocast"
     message = "backward() under autocast is not recommended: move it after the `with` block"
     triggers = ("autocast",)
+
+    @staticmethod
+    def candidate(facts) -> bool:
+        """Pre-check: an autocast call and a backward."""
+        return has_backward(facts) and bool(facts.calls_to(AUTOCAST))
+
     what_it_does = """
 Flags `.backward()` (also `scaler.scale(loss).backward()` and `torch.autograd.backward(...)`)
 lexically inside an enabled autocast region: a `with torch.autocast(...)` block (any

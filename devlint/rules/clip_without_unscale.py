@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..amp import Frame, FrameRule
+from ..amp import CLIPS, Frame, FrameRule
 from ..rule import NodeFix
 
 
@@ -13,6 +13,12 @@ class ClipWithoutUnscale(FrameRule):
     name = "clip-without-unscale"
     message = "gradients clipped while still scaled by the GradScaler: call scaler.unscale_(optimizer) before clipping"
     triggers = ("clip_grad",)
+
+    @staticmethod
+    def candidate(facts) -> bool:
+        """Pre-check: a gradient clip and a ``.scale(...)`` call."""
+        return "scale" in facts.methods and bool(facts.calls_to(CLIPS))
+
     what_it_does = """
 Flags `torch.nn.utils.clip_grad_norm_`/`clip_grad_value_` (any import spelling) called after
 a scaled backward (`scaler.scale(loss).backward()`) in the same scope when no

@@ -21,6 +21,12 @@ class CudaMethodCall(Rule):
     message = ".cuda() pins this to CUDA: use .to(device)"
     triggers = (".cuda(",)
     needs_torch = False  # model.cuda() needs no import
+
+    @staticmethod
+    def candidate(facts) -> bool:
+        """Pre-check: a call ``<expr>.cuda(...)``."""
+        return "cuda" in facts.methods
+
     what_it_does = """
 Flags `.cuda()` and `.cuda(N)` calls on any tensor or module outside an availability guard.
 `torch.cuda` the module is left alone, and so is `.cuda()` under

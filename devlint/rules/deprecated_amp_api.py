@@ -85,6 +85,15 @@ class DeprecatedAmpApi(Rule):
     name = "deprecated-amp-api"
     message = "{name} is deprecated: use {replacement}"
     triggers = ("cuda.amp", "cpu.amp", "import amp")
+
+    @staticmethod
+    def candidate(facts) -> bool:
+        """Pre-check: an import of, or an attribute chain through, ``torch.cuda.amp``/``torch.cpu.amp``."""
+        old = ("torch.cuda.amp", "torch.cpu.amp")
+        if any(m.startswith(old) for m in (*facts.modules, *facts.imported)):
+            return True
+        return any(facts.resolve(node) & set(old) for node in facts.attributes.get("amp", ()))
+
     what_it_does = """
 Flags each import and each use of `torch.cuda.amp.autocast`, `torch.cuda.amp.GradScaler`,
 `torch.cuda.amp.custom_fwd`/`custom_bwd`, `torch.cpu.amp.autocast` and

@@ -20,6 +20,7 @@ class FactoryWithoutDeviceInForward(Rule):
     message = "tensor created in forward without device= lands on the CPU while the inputs may be on a GPU: pass device=x.device or use x.new_zeros(...)"
     triggers = ("forward",)
     requires = (DeviceFlow,)
+
     what_it_does = """
 Inside `forward` of an `nn.Module` subclass (loss modules included), flags
 `torch.zeros/ones/empty/full/arange/randn/rand/randint/eye/linspace(...)` and

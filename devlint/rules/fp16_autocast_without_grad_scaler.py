@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from ..amp import Frame, FrameRule
+from ..amp import AUTOCAST, Frame, FrameRule
+from ..precheck import has_backward
 
 
 class Fp16AutocastWithoutGradScaler(FrameRule):
@@ -12,6 +13,12 @@ class Fp16AutocastWithoutGradScaler(FrameRule):
     name = "fp16-autocast-without-grad-scaler"
     message = "float16 autocast without a GradScaler: small gradients underflow to zero; scale the loss with torch.amp.GradScaler or use dtype=torch.bfloat16"
     triggers = ("autocast",)
+
+    @staticmethod
+    def candidate(facts) -> bool:
+        """Pre-check: an autocast call and a backward."""
+        return has_backward(facts) and bool(facts.calls_to(AUTOCAST))
+
     what_it_does = """
 Flags a float16 autocast region (`dtype=torch.float16`/`torch.half`, or no dtype on CUDA:
 `torch.autocast("cuda")`, `torch.cuda.amp.autocast()`) in a scope (function or module) that

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from ..amp import Frame, FrameRule
+import ast
+
+from ..amp import GRAD_SCALERS, Frame, FrameRule
+from ..precheck import dotted
 
 
 class GradScalerBypassed(FrameRule):
@@ -12,6 +15,20 @@ class GradScalerBypassed(FrameRule):
     name = "grad-scaler-bypassed"
     message = "{what} bypasses the GradScaler in use in this scope: {fix}"
     triggers = ("scale",)
+
+    @staticmethod
+    def candidate(facts) -> bool:
+        """Pre-check: ``<x>.scale(...)`` on something named like a scaler (or in a file that
+        builds a GradScaler), or a ``.scale(...)`` whose result is back-propagated; and a
+        ``.backward()`` or a ``.step(...)``."""
+        scales = [c for c in facts.methods.get("scale", ()) if c.args or c.keywords]
+        if not scales or not ("backward" in facts.methods or "step" in facts.methods or "backward" in facts.functions):
+            return False
+        if any("scaler" in (dotted(c.func.value) or "").rsplit(".", 1)[-1].lower() for c in scales):
+            return True
+        if any(c.func.value.__class__ is ast.Call and c.func.value in scales for c in facts.methods.get("backward", ())):
+            return True
+        return facts.refers_to(GRAD_SCALERS) or bool(facts.modules & {"torch.cuda.amp", "torch.amp", "torch.cpu.amp"})
     what_it_does = """
 In a scope (function or module) where a GradScaler scales a loss (`scaler.scale(loss)`),
 flags `optimizer.step()` called directly on an optimizer tied to the scaled loss (one passed to

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from ..amp import Frame, FrameRule
+from ..amp import GRAD_SCALERS, Frame, FrameRule
+from ..precheck import dotted
 from ..rule import NodeFix
 
 
@@ -13,6 +14,18 @@ class GradScalerUpdateMissing(FrameRule):
     name = "grad-scaler-update-missing"
     message = "scaler.step() without scaler.update() in the same loop body or function: call {scaler}.update() after the step"
     triggers = (".step(",)
+
+    @staticmethod
+    def candidate(facts) -> bool:
+        """Pre-check: ``<x>.step(...)`` with an argument, on something named like a scaler or in a
+        file that builds a GradScaler."""
+        steps = [c for c in facts.methods.get("step", ()) if c.args or c.keywords]
+        if not steps:
+            return False
+        if any("scaler" in (dotted(c.func.value) or "").rsplit(".", 1)[-1].lower() for c in steps):
+            return True
+        return facts.refers_to(GRAD_SCALERS)
+
     what_it_does = """
 Flags `scaler.step(optimizer)` when the same scaler's `update()` is not called in the same
 function (or module), or, for a step inside a loop, not in that loop's body. An update on

@@ -22,6 +22,7 @@ class HalfPrecisionTraining(FrameRule):
         "drop the GradScaler (bfloat16 needs none) or keep float32 weights under torch.autocast"
     )
     triggers = (".half(", "float16", "torch.half")
+
     what_it_does = """
 Flags `.half()` and `.to(torch.float16)`/`.to(dtype=torch.half)` on a module (an `nn`
 constructor, an instance of an `nn.Module` subclass of the file, a name bound to one, or a

@@ -6,7 +6,7 @@ import libcst as cst
 
 from .. import edits, settings
 from ..device_scope import DeviceScope
-from ..devices import device_arguments, is_cpu, literal_device
+from ..devices import ACCELERATOR, device_arguments, is_cpu, literal_device
 from ..guards import config_flag, string_value
 from ..names import dotted
 from ..rule import NodeFix, Rule
@@ -22,6 +22,17 @@ class HardcodedAcceleratorDevice(Rule):
     message = 'hardcoded device "{device}": choose the device once, e.g. torch.device({choice}), and pass it along'
     triggers = ('"cuda', "'cuda", '"mps', "'mps", '"xpu', "'xpu", "torch.cuda.")
     needs_torch = False  # .to("cuda") needs no import
+
+    @staticmethod
+    def candidate(facts) -> bool:
+        """Pre-check: an accelerator literal, or the start of a built one ("cuda:" in an f-string,
+        a %-template, a sum or a format), as a call argument, an assigned value or a parameter
+        default (also as an arm of a conditional), or a default-device setter."""
+        return (
+            any(ACCELERATOR.match(s) or s.startswith(("cuda:", "xpu:", "mps:")) for s in facts.placed)
+            or bool(facts.calls_to(_DEFAULT_SETTERS))
+        )
+
     what_it_does = """
 Flags a string literal naming an accelerator (`"cuda"`, `"cuda:N"`, `"mps"`, `"xpu"`) used as
 a device: `torch.device("cuda")`, `.to("cuda")`, `device="cuda"` on any call,

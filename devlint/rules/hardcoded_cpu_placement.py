@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import ast
+
 import libcst as cst
 
 from ..devices import is_cpu
 from ..modules import is_module_base, is_module_constructor, strip_module_methods
+from ..precheck import arguments, builds_module, walk
+from ..precheck import strip_module_methods as ast_strip
 from ..rule import Rule
 
 _USES = {"parameters", "named_parameters", "train", "forward", "__call__"}
@@ -29,6 +33,34 @@ class HardcodedCpuPlacement(Rule):
     name = "hardcoded-cpu-placement"
     message = "{call} places this on the CPU while the code elsewhere uses an accelerator: use .to(device)"
     triggers = (".cpu(", '"cpu"', "'cpu'")  # and torch: modules are recognised through it
+
+    @staticmethod
+    def candidate(facts) -> bool:
+        """Pre-check: an accelerator named in the text, and a top-level class or function (or the
+        module's other statements) with a ``.cpu()`` or a ``.to("cpu")``/``.to(<call>)`` that
+        calls (or trains, ``.parameters()``...) a name it binds to a module construction."""
+        if not any(k in facts.text for k in ("cuda", "mps", "xpu", "accelerator", ".to(device")):
+            return False
+        for unit in facts.units:
+            if not ("cpu" in unit.methods or any(
+                (a.__class__ is ast.Constant and a.value == "cpu") or a.__class__ is ast.Call
+                for call in unit.methods.get("to", ()) for a in arguments(call)
+            )):
+                continue
+            built = set()
+            nodes = walk(unit.node) if unit.node is not None else (n for st in facts.tree.body for n in walk(st))
+            for node in nodes:
+                if node.__class__ is ast.Assign and len(node.targets) == 1 and node.targets[0].__class__ is ast.Name:
+                    inner = ast_strip(node.value)
+                    if builds_module(inner, facts) or (inner.__class__ is ast.Name and inner.id in built):
+                        built.add(node.targets[0].id)
+            if built & unit.functions.keys() or any(
+                call.func.value.__class__ is ast.Name and call.func.value.id in built
+                for call in unit.calls(*_USES)
+                if call.func.__class__ is ast.Attribute
+            ):
+                return True
+        return False
     what_it_does = """
 Flags `.cpu()` and `.to("cpu")` used to *place* compute: on an `nn.Module` that is then
 called, trained or optimised in the same scope, or on a tensor that is then fed to a model
@@ -172,3 +204,4 @@ torch.onnx.export(model, torch.randn(1, 4), "model.onnx")
 
 def _spelling(call: cst.Call) -> str:
     return ".cpu()" if call.func.attr.value == "cpu" else '.to("cpu")'
+

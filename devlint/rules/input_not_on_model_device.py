@@ -16,6 +16,7 @@ class InputNotOnModelDevice(Rule):
     message = "this call gets a CPU tensor while the model was moved to a device: move the input with .to(device) first"
     triggers = (".to(", ".cuda(")
     requires = (DeviceFlow,)
+
     what_it_does = """
 Follows, in each function and in the module body, which names hold a model moved with
 `.to(device)`/`.cuda()` and which hold tensors known to be on the CPU: a `DataLoader` batch

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ast
+
 import libcst as cst
 
 from .. import edits
@@ -24,6 +26,23 @@ class LoadWithoutMapLocation(Rule):
     name = "load-without-map-location"
     message = "{func} without map_location fails on a CPU-only machine for a checkpoint saved on a GPU: pass map_location=device"
     triggers = ("load(", "load_url", "load_state_dict_from_url")
+
+    @staticmethod
+    def candidate(facts) -> bool:
+        """Pre-check: a call of a torch function whose name holds "load", with at most two
+        positional arguments, no ``map_location=`` and no ``*args``/``**kwargs``."""
+        for table in (facts.methods, facts.functions):
+            for last, calls in table.items():
+                if "load" not in last:
+                    continue
+                for call in calls:
+                    if len(call.args) > 2 or any(a.__class__ is ast.Starred for a in call.args):
+                        continue
+                    if any(kw.arg is None or kw.arg == "map_location" for kw in call.keywords):
+                        continue
+                    if any(n.startswith("torch.") for n in facts.resolve(call.func)):
+                        return True
+        return False
     what_it_does = """
 Flags `torch.load(f)`, `torch.hub.load_state_dict_from_url(url)` and
 `torch.utils.model_zoo.load_url(url)` calls (any import spelling) that pass no `map_location`

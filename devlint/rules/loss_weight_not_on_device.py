@@ -19,6 +19,16 @@ class LossWeightNotOnDevice(Rule):
     message = "loss built with a CPU weight tensor in a scope that moves the model to a device: move the loss with .to(device) or create the weight with device="
     triggers = ("Loss",)
     requires = (DeviceFlow,)
+
+    @staticmethod
+    def candidate(facts) -> bool:
+        """Pre-check: a ``torch.nn`` loss built with arguments."""
+        return any(
+            (call.args or call.keywords) and any(n.startswith("torch.nn.") for n in facts.resolve(call.func))
+            for table in (facts.methods, facts.functions) for last, calls in table.items() if last.endswith("Loss")
+            for call in calls
+        )
+
     what_it_does = """
 Flags a `torch.nn` loss module (`nn.CrossEntropyLoss`, `nn.BCEWithLogitsLoss`, `nn.NLLLoss`...)
 built with a tensor argument (`weight=`, `pos_weight=`, or the first positional argument)

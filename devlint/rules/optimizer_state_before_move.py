@@ -17,6 +17,18 @@ class OptimizerStateBeforeMove(Rule):
     message = "model moved after its optimizer loaded a state dict, which stays on the old device: move the model before building the optimizer or loading its state"
     triggers = ("load_state_dict",)
     requires = (DeviceFlow,)
+
+    @staticmethod
+    def candidate(facts) -> bool:
+        """Pre-check: ``load_state_dict``, a move, and a ``torch.optim`` class."""
+        if "load_state_dict" not in facts.methods or not ("to" in facts.methods or "cuda" in facts.methods):
+            return False
+        return any(
+            n.startswith("torch.optim.")
+            for table in (facts.methods, facts.functions) for last, calls in table.items() if last[:1].isupper()
+            for call in calls for n in facts.resolve(call.func)
+        )
+
     what_it_does = """
 Follows which model each optimizer holds (`opt = torch.optim.Adam(model.parameters())`) and
 flags, in the same function or module body, a move of that model (`model.to(device)`,

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import ast
+
 import libcst as cst
 
 from ..dataflow import MODEL, DeviceFlow
+from ..precheck import builds_module, methods_of, module_class, walk
 from ..rule import Rule
 
 _EMPTY_CALLS = frozenset({"list", "dict", "tuple"})
@@ -19,6 +22,28 @@ class SubmodulesInPlainContainer(Rule):
     message = "submodules in a plain list/dict/tuple are not registered, so .to(device) and .parameters() skip them: use nn.ModuleList or nn.ModuleDict"
     triggers = ("__init__",)
     requires = (DeviceFlow,)
+
+    @staticmethod
+    def candidate(facts) -> bool:
+        """Pre-check: the ``__init__`` of a class that may be a module sets ``self.<x>`` to a
+        container that may hold module constructions, or to an empty one that it then fills
+        with one (``append``/``insert``/``extend``, ``self.x[k] = ...``)."""
+        for cls in facts.classes:
+            if not module_class(cls, facts):
+                continue
+            for init in methods_of(cls, "__init__"):
+                fills = None
+                for node in walk(init):
+                    if node.__class__ is not ast.Assign or not any(t.__class__ is ast.Attribute for t in node.targets):
+                        continue
+                    holds = _may_hold_modules(node.value, facts)
+                    if holds is None:
+                        if fills is None:
+                            fills = any(_fills_with_module(n, facts) for n in walk(init))
+                        holds = fills
+                    if holds:
+                        return True
+        return False
     what_it_does = """
 In `__init__` of an `nn.Module` subclass, flags `self.name = [...]` (also a tuple, a dict, a
 comprehension, `list(...)`/`tuple(...)` of a generator, or an empty list later filled with
@@ -159,3 +184,33 @@ and a container wrapped in `nn.ModuleList` before `__init__` ends are left alone
             value = node.args[-1].value
             if self._is_module(flow, value) or (node.func.attr.value == "extend" and self._holds_modules(flow, value)):
                 found[name] = empty.pop(name)
+
+
+
+def _may_hold_modules(value: ast.AST, facts) -> bool | None:
+    """Pre-check on the stdlib ``ast``: could this container hold modules? ``None`` for an empty
+    one (``[]``, ``{}``, ``list()``), which later code may fill."""
+    t = value.__class__
+    if t in (ast.List, ast.Tuple, ast.Set):
+        return None if not value.elts else any(builds_module(e, facts) for e in value.elts)
+    if t is ast.Dict:
+        return None if not value.keys else any(builds_module(e, facts) for e in value.values)
+    if t in (ast.ListComp, ast.SetComp, ast.GeneratorExp):
+        return builds_module(value.elt, facts)
+    if t is ast.DictComp:
+        return builds_module(value.value, facts)
+    if t is ast.Call and value.func.__class__ is ast.Name and value.func.id in _WRAPPERS | _EMPTY_CALLS:
+        if not (value.args or value.keywords):
+            return None
+        return any(_may_hold_modules(a, facts) is not False or builds_module(a, facts) for a in value.args)
+    return False
+
+
+def _fills_with_module(node: ast.AST, facts) -> bool:
+    """``x.append(<module>)``, ``x.insert(i, <module>)``, ``x.extend([<module>...])`` or
+    ``x[k] = <module>`` (stdlib ``ast``)."""
+    if node.__class__ is ast.Call and node.func.__class__ is ast.Attribute and node.func.attr in ("append", "insert", "extend"):
+        return any(builds_module(a, facts) or _may_hold_modules(a, facts) for a in node.args)
+    if node.__class__ is ast.Assign and any(t.__class__ is ast.Subscript for t in node.targets):
+        return builds_module(node.value, facts)
+    return False

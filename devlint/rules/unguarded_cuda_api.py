@@ -24,6 +24,12 @@ class UnguardedCudaApi(Rule):
     code = "DEV105"
     name = "unguarded-cuda-api"
     message = "torch.cuda.{api}() raises without CUDA: guard it with torch.cuda.is_available()"
+
+    @staticmethod
+    def candidate(facts) -> bool:
+        """Pre-check: a call that may resolve to one of the raising ``torch.cuda`` functions."""
+        return bool(facts.calls_to(f"torch.cuda.{api}" for api in _RAISING))
+
     what_it_does = """
 Flags calls of the `torch.cuda` API that raise when CUDA is absent — `synchronize`,
 `set_device`, `current_device`, `get_device_name`, `get_device_properties`, the memory

@@ -1,0 +1,162 @@
+"""The ``ast`` pre-check never loses a finding: every fixture, every rule example, every public
+case and (where downloaded) the benchmark corpus give the same findings with and without it."""
+
+from __future__ import annotations
+
+import ast
+import os
+from pathlib import Path
+
+import pytest
+
+from conftest import LINT_FIXTURES, ROOT
+from devlint import precheck
+from devlint.engine import decode, enabled_rules, lint, triggered
+from devlint.rules import all_rules
+
+#: The public cases (read in place, never copied): beside the checkout, as CI lays them out,
+#: or at the path the workplace uses.
+CASES = next((p for p in (ROOT.parent / "shared" / "cases", ROOT / "shared" / "cases", Path("/work/shared/cases")) if p.is_dir()), None)
+CORPUS = ROOT / "benchmarks" / ".cache" / "corpus"
+
+
+def _differences(paths) -> list[str]:
+    problems = []
+    for path in paths:
+        data = Path(path).read_bytes()
+        with_check = lint(data, str(path))
+        without = lint(data, str(path), precheck=False)
+        if with_check != without:
+            lost = sorted(set(without) - set(with_check))
+            extra = sorted(set(with_check) - set(without))
+            problems.append(
+                f"{path}: lost {[f'{f.line}:{f.code}' for f in lost]} gained {[f'{f.line}:{f.code}' for f in extra]}"
+                " (widen that rule's `candidate` pre-check)"
+            )
+    return problems
+
+
+def test_fixtures_same_findings_with_and_without_precheck():
+    files = sorted(LINT_FIXTURES.glob("*.py"))
+    assert files
+    assert _differences(files) == []
+
+
+def test_rule_examples_same_findings_with_and_without_precheck():
+    problems = []
+    for rule in all_rules():
+        for example in (*rule.flagged, *rule.clean):
+            text = rule.runnable(example)
+            a, b = lint(text, "example.py"), lint(text, "example.py", precheck=False)
+            if a != b:
+                problems.append(f"{rule.code}: {[f.code for f in a]} != {[f.code for f in b]}")
+    assert problems == []
+
+
+@pytest.mark.skipif(CASES is None, reason="the public cases (shared/cases) are not on this machine")
+def test_public_cases_same_findings_with_and_without_precheck():
+    files = sorted(CASES.glob("*.py"))
+    assert files
+    assert _differences(files) == []
+
+
+@pytest.mark.skipif(not CORPUS.is_dir() or os.environ.get("DEVLINT_SKIP_CORPUS"),
+                    reason="the benchmark corpus is not downloaded (python benchmarks/bench_lint.py fetches it)")
+def test_benchmark_corpus_same_findings_with_and_without_precheck():
+    """The rules the pre-check drops for a file find nothing in it (the rules it keeps run on
+    the same parse as without it, and rules never see each other's state)."""
+    files = sorted(CORPUS.rglob("*.py"))
+    assert files
+    problems, dropped_somewhere = [], 0
+    for path in files:
+        data = path.read_bytes()
+        try:
+            text = decode(data)
+        except (SyntaxError, UnicodeDecodeError, LookupError):
+            continue
+        rules = triggered(text, enabled_rules())
+        kept, _ = precheck.candidates(text, rules)
+        dropped = [r for r in rules if r not in kept]
+        dropped_somewhere += bool(dropped)
+        if dropped:
+            lost = lint(data, str(path), rules=dropped, precheck=False)
+            problems += [f"{path}:{f.line}: {f.code} (widen that rule's `candidate` pre-check)" for f in lost]
+    assert problems == [] and dropped_somewhere
+
+
+def test_precheck_spares_libcst_files_without_candidates():
+    """A file that mentions torch but holds nothing any rule looks for is not a candidate for
+    any rule; one ``.cuda()`` makes it one for DEV102 only."""
+    rules = enabled_rules()
+    plain = "import torch\n\ndef norm(x):\n    return torch.nn.functional.normalize(x, dim=-1)\n"
+    kept, tree = precheck.candidates(plain, rules)
+    assert kept == [] and isinstance(tree, ast.Module)
+    kept, _ = precheck.candidates(plain + "y = norm(x).cuda()\n", rules)
+    assert [r.code for r in kept] == ["DEV102"]
+
+
+def test_precheck_keeps_every_rule_without_a_predicate_or_without_an_ast():
+    class NoPredicate(all_rules()[0]):
+        candidate = None
+
+    kept, _ = precheck.candidates("import torch\n", [NoPredicate])
+    assert kept == [NoPredicate]
+    broken = "import torch\nx = (\n"  # the stdlib cannot parse it: libcst reports the error
+    kept, tree = precheck.candidates(broken, enabled_rules())
+    assert tree is None and kept == list(enabled_rules())
+    assert [f.code for f in lint(broken, "broken.py")] == ["DEV000"]
+
+
+def test_facts_resolve_through_every_import_of_the_file():
+    text = "import torch as T\nfrom torch.cuda import amp\ndef f():\n    from torch import load as L\n"
+    facts = precheck.Facts(ast.parse(text), text)
+    attr = ast.parse("T.cuda.Event", mode="eval").body
+    assert facts.resolve(attr) == {"torch.cuda.Event"}
+    assert facts.resolve(ast.parse("L", mode="eval").body) == {"torch.load"}
+    assert facts.resolve(ast.parse("amp.autocast", mode="eval").body) == {"torch.cuda.amp.autocast"}
+    assert facts.resolve(ast.parse("np.zeros", mode="eval").body) == set()
+
+
+def test_a_faulty_predicate_keeps_its_rule():
+    class Faulty(all_rules()[0]):
+        @staticmethod
+        def candidate(facts):
+            raise RuntimeError("boom")
+
+    kept, _ = precheck.candidates("import torch\n", [Faulty])
+    assert kept == [Faulty]
+
+
+def _fixture_and_case_files():
+    return [*sorted(LINT_FIXTURES.glob("*.py")), *(sorted(CASES.glob("*.py")) if CASES else [])]
+
+
+def test_parsing_in_pieces_keeps_the_code_and_the_findings(monkeypatch):
+    """Long files are parsed in pieces joined into one Module (engine.CHUNK_LINES): with tiny
+    pieces, every fixture and case renders back to its exact text and gives the same findings."""
+    from devlint import engine
+
+    files = _fixture_and_case_files()
+    whole = {path: lint(path.read_bytes(), str(path)) for path in files}
+    monkeypatch.setattr(engine, "CHUNK_LINES", 4)
+    pieces = 0
+    for path in files:
+        text = path.read_text(encoding="utf-8")
+        try:
+            tree = ast.parse(text)
+        except SyntaxError:
+            continue
+        cuts = engine._cuts(tree)
+        pieces += bool(cuts)
+        assert engine._parse(text, cuts).code == text, path
+        assert lint(path.read_bytes(), str(path)) == whole[path], path
+    assert pieces > 10
+
+
+def test_a_syntax_error_in_a_long_file_is_reported_at_its_line(monkeypatch):
+    from devlint import engine
+
+    monkeypatch.setattr(engine, "CHUNK_LINES", 4)
+    text = "import torch\n" + "x = 1\n" * 20 + "def f(:\n    pass\n" + "y = 2\n" * 20
+    found = lint(text, "long.py", precheck=False)
+    assert [(f.code, f.line) for f in found] == [("DEV000", 22)]
