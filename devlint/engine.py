@@ -702,10 +702,20 @@ def _fix(pending, positions, module: cst.Module, text: str, starts: list[int]) -
             stop = source_text.offset(starts, text, where.end.line, where.end.column)
         except ValueError:
             return None
-        if getattr(node, "lpar", None):
-            begin -= sum(len(module.code_for_node(p)) for p in node.lpar)
-            stop += sum(len(module.code_for_node(p)) for p in node.rpar)
-        if begin < 0 or text[begin:stop] != original:
+        lpar, rpar = getattr(node, "lpar", ()), getattr(node, "rpar", ())
+        if isinstance(lpar, (list, tuple)) and isinstance(rpar, (list, tuple)):  # With.lpar may be a sentinel
+            begin -= sum(len(module.code_for_node(p)) for p in lpar)
+            stop += sum(len(module.code_for_node(p)) for p in rpar)
+        if begin < 0:
+            return None
+        if callable(replacement):
+            # code_for_node does not know the indentation of an enclosing block, so a compound
+            # statement is checked by its first line and handed over as the file's own text
+            segment = text[begin:stop]
+            if segment.split("\n", 1)[0] != original.split("\n", 1)[0][: len(segment.split("\n", 1)[0])]:
+                return None
+            original = segment
+        elif text[begin:stop] != original:
             return None
         if callable(replacement):
             line_start = starts[bisect.bisect_right(starts, begin) - 1]
