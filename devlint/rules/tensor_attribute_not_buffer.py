@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import ast
-
 import libcst as cst
 
-from ..dataflow import CPU, FACTORIES, DeviceFlow
-from ..precheck import cpu_helpers, dotted, makes_cpu_tensor, methods_of, module_class, walk
+from ..dataflow import CPU, DeviceFlow
 from ..rule import Rule
 
 _SHAPE_ONLY = frozenset({"shape", "device", "dtype", "ndim", "size", "dim", "numel", "is_cuda"})
@@ -35,27 +32,6 @@ class TensorAttributeNotBuffer(Rule):
     triggers = ("forward",)
     requires = (DeviceFlow,)
 
-    @staticmethod
-    def candidate(facts) -> bool:
-        """Pre-check: a class that may be a module whose ``__init__`` sets ``self.<x>`` to a value that may be a CPU
-        tensor (built from a torch factory, ``torch.tensor``, ``from_numpy``, ``return_tensors=``,
-        a DataLoader or a function of the module that makes one, directly or through a local name) and whose
-        ``forward`` reads ``<name>.<x>``."""
-        if "forward" not in facts.defs:
-            return False
-        helpers = cpu_helpers(facts, FACTORIES)
-        for cls in facts.classes:
-            forwards = methods_of(cls, "forward")
-            if not forwards or not module_class(cls, facts):
-                continue
-            for init in methods_of(cls, "__init__"):
-                attrs = _cpu_attributes(init, facts.defs, helpers)
-                if attrs and any(
-                    node.__class__ is ast.Attribute and node.attr in attrs and node.value.__class__ is ast.Name
-                    for forward in forwards for node in walk(forward)
-                ):
-                    return True
-        return False
     what_it_does = """
 In `__init__` of an `nn.Module` subclass, flags `self.name = <tensor>` where the tensor is a
 factory call, `torch.tensor([...])`, `torch.from_numpy(...)` or the result of a function of the
@@ -169,38 +145,3 @@ Expected all tensors to be on the same device`. The tensor is also missing from 
             state.reads.add(node.attr.value)
 
 
-def _cpu_attributes(init: ast.AST, defs: set[str], helpers: set[str]) -> set[str]:
-    """Pre-check on the stdlib ``ast``: the attributes ``<name>.<x>`` that ``__init__`` sets to a
-    value that may be a CPU tensor."""
-
-    def source(call: ast.Call) -> bool:
-        name = dotted(call.func) or ""
-        return (
-            makes_cpu_tensor(call, FACTORIES)
-            or any(kw.arg == "return_tensors" for kw in call.keywords)
-            or name.rsplit(".", 1)[-1] == "DataLoader"
-            or name in helpers
-        )
-
-    local: set[str] = set()
-    found: set[str] = set()
-    for _ in range(2):  # a local bound after its first use in a loop body
-        for node in walk(init):
-            if node.__class__ is not ast.Assign:
-                continue
-            value = node.value
-            func = dotted(value.func) if value.__class__ is ast.Call else None
-            if func and func.rsplit(".", 1)[-1][:1].isupper() and func not in defs:
-                continue  # a class: a module, a parameter, or no tensor
-            if not any(
-                (n.__class__ is ast.Call and source(n)) or (n.__class__ is ast.Name and n.id in local)
-                for n in ast.walk(value)
-            ):
-                continue
-            for target in node.targets:
-                for t in target.elts if target.__class__ in (ast.Tuple, ast.List) else [target]:
-                    if t.__class__ is ast.Name:
-                        local.add(t.id)
-                    elif t.__class__ is ast.Attribute and t.value.__class__ is ast.Name:
-                        found.add(t.attr)
-    return found
