@@ -345,11 +345,6 @@ def is_move(call: ast.Call, dtypes: frozenset[str]) -> bool:
     return not (name.endswith("dtype") or name.rsplit(".", 1)[-1] in dtypes)
 
 
-def unit_moves(unit: Unit, dtypes: frozenset[str]) -> bool:
-    """Does the unit move something to a device (``.cuda()``, ``.to(device)``, ``device=``)?"""
-    return "device" in unit.keywords or any(is_move(c, dtypes) for c in unit.calls("to", "cuda"))
-
-
 #: Methods of a module that return it (``devlint.modules.MODULE_METHODS`` and the dataflow's).
 _MODULE_METHODS = frozenset(
     {"to", "cuda", "cpu", "eval", "train", "half", "float", "double", "bfloat16", "requires_grad_", "share_memory"}
@@ -390,26 +385,6 @@ def module_class(cls: ast.ClassDef, facts: Facts) -> bool:
     return False
 
 
-def unit_trains(unit: Unit, facts: Facts) -> bool:
-    """Does the unit call ``.backward()`` or ``torch.autograd.backward``, or ``.step(...)`` on
-    something named like a scaler or an optimizer (or on anything, in a file that builds a
-    ``torch.optim`` optimizer)? (:class:`devlint.amp.AmpAnalysis`'s training events.)"""
-    if "backward" in unit.methods:
-        return True
-    if any("torch.autograd.backward" in facts.resolve(c.func) for c in unit.functions.get("backward", ())):
-        return True
-    steps = unit.methods.get("step")
-    if not steps:
-        return False
-    from .amp import _OPTIMIZER
-
-    for call in steps:
-        owner = (dotted(call.func.value) or "").rsplit(".", 1)[-1].lower()
-        if "scaler" in owner or ("sched" not in owner and _OPTIMIZER.search(owner)):
-            return True
-    return builds_optimizer(facts)
-
-
 def builds_optimizer(facts: Facts) -> bool:
     """Does the file call a class that may be a ``torch.optim`` optimizer?"""
     return any(
@@ -419,11 +394,3 @@ def builds_optimizer(facts: Facts) -> bool:
     )
 
 
-def cpu_helpers(facts: Facts, factories: frozenset[str]) -> set[str]:
-    """Names of the module's top-level functions that may make a CPU tensor (their result may
-    be one: the dataflow's function summaries)."""
-    return {
-        u.node.name for u in facts.units
-        if u.node is not None and u.node.__class__ is not ast.ClassDef
-        and ("return_tensors" in u.keywords or unit_makes_cpu_tensor(u, factories))
-    }

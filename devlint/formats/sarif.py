@@ -25,34 +25,29 @@ VERSION = "2.1.0"
 DEFAULT_URI = "https://pypi.org/project/devlint/"
 
 
-def information_uri() -> str:
-    """The project's home page from the package metadata, else its PyPI page."""
+def _project_url(labels: tuple[str, ...]) -> str | None:
+    """The first ``Project-URL`` of the installed package whose label is one of ``labels``."""
     try:
         from importlib.metadata import PackageNotFoundError, metadata
 
         meta = metadata("devlint")
     except (ImportError, PackageNotFoundError):  # pragma: no cover - not installed
-        return DEFAULT_URI
+        return None
     for entry in meta.get_all("Project-URL") or ():
         label, _, url = entry.partition(",")
-        if label.strip().lower() in ("homepage", "home", "repository", "source") and url.strip():
+        if label.strip().lower() in labels and url.strip():
             return url.strip()
-    return meta.get("Home-page") or DEFAULT_URI
+    return meta.get("Home-page") if "homepage" in labels else None
+
+
+def information_uri() -> str:
+    """The project's home page from the package metadata, else its PyPI page."""
+    return _project_url(("homepage", "home", "repository", "source")) or DEFAULT_URI
 
 
 def docs_uri() -> str:
     """Where the rule docs live: the package's ``Documentation`` URL, else its home page."""
-    try:
-        from importlib.metadata import PackageNotFoundError, metadata
-
-        meta = metadata("devlint")
-    except (ImportError, PackageNotFoundError):  # pragma: no cover - not installed
-        return DEFAULT_URI
-    for entry in meta.get_all("Project-URL") or ():
-        label, _, url = entry.partition(",")
-        if label.strip().lower() in ("documentation", "docs") and url.strip():
-            return url.strip()
-    return information_uri()
+    return _project_url(("documentation", "docs")) or information_uri()
 
 
 def rule_entry(rule: type[Rule]) -> dict[str, Any]:
