@@ -10,7 +10,9 @@ calls there are portable. :func:`polarity` classifies a test expression:
   (``device.type == "cuda"``, ``x.device == torch.device("cuda")``, ``x.is_cuda``,
   ``str(device).startswith("cuda")``, ``device != "cpu"``), ``a and b`` when either side is
   guarded;
-* ``-1``: its false branch is guarded (``not torch.cuda.is_available()``, ``device == "cpu"``);
+* ``-1``: its false branch is guarded (``not torch.cuda.is_available()``, ``device == "cpu"``,
+  ``not torch.cuda.is_available() and not torch.backends.mps.is_available()``: true on a
+  CPU-only machine);
 * ``0``: unknown.
 
 Names never guard by themselves (RULES.md): not a file's name (``train_gpu.py``), not a
@@ -124,7 +126,9 @@ def polarity(expr: cst.BaseExpression, ctx) -> int:
     if isinstance(expr, cst.BooleanOperation):
         left, right = polarity(expr.left, ctx), polarity(expr.right, ctx)
         if isinstance(expr.operator, cst.And):
-            return 1 if 1 in (left, right) else 0
+            # `not cuda and not mps`: true on a CPU-only machine, so what follows its `else` runs
+            # only where an accelerator exists (pytorch/examples imagenet/main.py)
+            return 1 if 1 in (left, right) else -1 if left == right == -1 else 0
         if left == right == 1:
             return 1
         return -1 if -1 in (left, right) else 0
