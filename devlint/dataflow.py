@@ -158,6 +158,8 @@ class DeviceFlow(Analysis):
         self.summaries: dict[str, V] = {}
         self._branches: list[list] = []
         self._memo: dict[int, V | None] = {}
+        #: the CPU-side argument of the last :meth:`check_call` (a :class:`libcst.Arg`), or None
+        self.culprit: cst.Arg | None = None
         text = ctx.text
         self.file_silent = (".prepare(" in text and "accelerat" in text) or "setup_dataloaders" in text or "Fabric(" in text
         #: nn.DataParallel scatters CPU inputs itself: a model of unknown kind may be one
@@ -246,12 +248,14 @@ class DeviceFlow(Analysis):
         return bool(_LOSS_CALLEE.match(last)) and not _HELPER_PREFIX.match(last)
 
     def check_call(self, call: cst.Call) -> tuple[bool, frozenset]:
-        """DEV111 for one call: ``(report now, requirements)``. ``requirements`` is a set of
+        """DEV111 for one call: ``(report now, requirements)``; :attr:`culprit` is then the
+        first argument (a :class:`libcst.Arg`) that is on the CPU, or ``None``. ``requirements`` is a set of
         ``(function, parameter, kind)`` under which the call is the bug: every same-module call
         site of ``function`` passes a value of ``kind`` (``DEV``: a moved model; ``LOADER``: a
         DataLoader) as ``parameter``. Checked once the module is done
         (:meth:`requirements_met`)."""
         none = (False, frozenset())
+        self.culprit = None
         if self.silent or not call.args:
             return none
         func = call.func
@@ -267,18 +271,22 @@ class DeviceFlow(Analysis):
         moved.update(v.group for _, v in values if v is not None and v.group is not None and v.kind in (DEV, DEVB))
         cpu = dev = evidence = False
         loaders: set[tuple[str, str]] = set()
+        cpu_arg = item_arg = None
         for arg, v in values:
             if v is None or v.explicit or v.module:
                 continue
             if v.kind == CPU or (v.kind == CPUB and (arg.star or not loss)):
                 cpu = True
+                cpu_arg = cpu_arg or arg
             elif v.kind in (DEV, DEVB):
                 dev = True
             elif (v.kind == PITEM or (v.kind == PB and arg.star)) and not _cpu_side_item(arg.value):
+                item_arg = item_arg or arg
                 if v.group in moved:
                     evidence = True  # another item of this batch was moved: this one is on the CPU
                 elif v.param is not None:
                     loaders.add(v.param)
+        self.culprit = cpu_arg if cpu else item_arg
         if loss:
             on_device = dev or (known and callee.kind == DEV)
             if on_device and (cpu or evidence):

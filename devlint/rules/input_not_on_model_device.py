@@ -13,7 +13,7 @@ class InputNotOnModelDevice(Rule):
 
     code = "DEV111"
     name = "input-not-on-model-device"
-    message = "this call gets a CPU tensor while the model was moved to a device: move the input with .to(device) first"
+    message = "an input of this call never moved to the model's device: move it with .to(device)"
     triggers = (".to(", ".cuda(")
     requires = (DeviceFlow,)
 
@@ -135,20 +135,33 @@ for x, y in loader:
     def __init__(self, ctx) -> None:
         super().__init__(ctx)
         #: calls that are the bug if the module's call sites say so: (node, statement, needs)
-        self._pending: list[tuple[cst.Call, int, frozenset]] = []
+        self._pending: list[tuple[cst.Call, int, frozenset, str]] = []
+
+    def _message(self, arg: cst.Arg | None) -> str:
+        """The message, naming the CPU-side argument when its code is short (``target``,
+        ``batch["labels"]``, ``**batch``)."""
+        code = cst.Module([]).code_for_node(arg.value) if arg is not None else ""
+        if not code or len(code) > 40 or "\n" in code:
+            return self.message
+        if arg.star:
+            return f"{arg.star}{code} never moved to the model's device: move its tensors with .to(device)"
+        if isinstance(arg.value, (cst.Name, cst.Attribute, cst.Subscript)):
+            return f"{code} never moved to the model's device: use {code}.to(device)"
+        return f"{code} never moved to the model's device: move it with .to(device)"
 
     def visit_Call(self, node: cst.Call) -> None:
-        now, needs = self.ctx.analysis(DeviceFlow).check_call(node)
+        flow = self.ctx.analysis(DeviceFlow)
+        now, needs = flow.check_call(node)
         if now:
-            self.report(node)
+            self.report(node, self._message(flow.culprit))
         elif needs:
-            self._pending.append((node, self.ctx.statement_index, needs))
+            self._pending.append((node, self.ctx.statement_index, needs, self._message(flow.culprit)))
 
     def leave_Module(self, node: cst.Module) -> None:
         flow = self.ctx.analysis(DeviceFlow)
         saved = self.ctx.statement_index
-        for call, statement, needs in self._pending:
+        for call, statement, needs, message in self._pending:
             if flow.requirements_met(needs):
                 self.ctx.statement_index = statement  # the engine places a report by its statement
-                self.report(call)
+                self.report(call, message)
         self.ctx.statement_index = saved
