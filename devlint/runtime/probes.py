@@ -176,6 +176,23 @@ def _rel_err(a, b) -> float:
     return math.sqrt(num / den) if den > 0 else (0.0 if num == 0 else math.inf)
 
 
+def _hooks_off(model: torch.nn.Module) -> list:
+    """Detach every forward (pre-)hook of the model's modules; returns what
+    :func:`_hooks_on` puts back. transformers 5 records hidden states and attentions with
+    forward hooks (``output_capturing``): a module replayed under autocast would append its
+    float16 outputs to the model's own collected outputs."""
+    saved = []
+    for mod in model.modules():
+        saved.append((mod, mod._forward_hooks, mod._forward_pre_hooks))
+        mod._forward_hooks, mod._forward_pre_hooks = type(mod._forward_hooks)(), type(mod._forward_pre_hooks)()
+    return saved
+
+
+def _hooks_on(saved: list) -> None:
+    for mod, post, pre in saved:
+        mod._forward_hooks, mod._forward_pre_hooks = post, pre
+
+
 def unstable_modules(step: TrainingStep, device: str, mode: str, seed: int, k: float = 24.0):
     """Find the innermost modules whose output under autocast drifts far beyond rounding.
 
@@ -221,6 +238,7 @@ def unstable_modules(step: TrainingStep, device: str, mode: str, seed: int, k: f
         before = states[id(mod)].pop()
         after = rng()
         busy[0] = True
+        saved = _hooks_off(model)  # the replays must not feed other hooks (HF output capture)
         try:
             set_rng(before)
             largs = map_tensors(lambda t: t.to(dtype) if t.is_floating_point() else t, (args, kwargs))
@@ -232,6 +250,7 @@ def unstable_modules(step: TrainingStep, device: str, mode: str, seed: int, k: f
         except Exception:  # a module that cannot run alone is not judged
             return
         finally:
+            _hooks_on(saved)
             set_rng(after)
             busy[0] = False
         e_low, e_round = _rel_err(low, output), _rel_err(rounded, output)

@@ -45,7 +45,11 @@ MAX_HALVINGS = 24
 MAX_LISTED = 5
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _LOW = (torch.float16, torch.bfloat16)
-_ADAPTIVE_STATE = {"exp_avg_sq", "square_avg", "sum", "exp_inf", "acc_delta", "max_exp_avg_sq"}
+#: Updates are judged only for torch.optim.SGD holding no state but these (momentum, Nesterov,
+#: weight decay: the update is linear in the gradient). Every other optimizer is judged on its
+#: gradients: the first step of Adam, Adafactor (row_var/col_var), RMSprop, Adagrad, Lion,
+#: Rprop ... is about lr * sign(g) (or a factored, clipped version of it).
+_LINEAR_STATE = {"momentum_buffer"}
 _UNSUPPORTED = re.compile(
     r"not implemented for '(Half|BFloat16|ComplexHalf)'|could not create a (primitive|descriptor)"
     r"|does not support (half|bfloat16|float16)|Could not run '[\w:.]+' with arguments from the"
@@ -206,7 +210,8 @@ def _run(step: TrainingStep, device: str, mode: str, seed: int, *, keep: bool = 
                 raw.nonfinite = True
                 return raw
             raise RuntimeError("the step never called optimizer.step()")
-        raw.adaptive = any(k in _ADAPTIVE_STATE for st in optimizer.state.values() for k in st)
+        raw.adaptive = not isinstance(optimizer, torch.optim.SGD) or any(
+            k not in _LINEAR_STATE for st in optimizer.state.values() for k in st)
         phase = "comparing"
 
         def cpu(t):

@@ -70,12 +70,45 @@ class Tagged(torch.Tensor):
         t = Tagged(t) if dev.type == STAND_IN else t.to(dev)
         return t.requires_grad_(requires_grad)
 
+    # ``t[..., [0, 2]]``: torch turns the list into an index tensor on ``t``'s device (here
+    # ``meta``, no data) below the Python key; make it a tagged tensor here instead, as it is
+    # on a real GPU (Falcon's multi-query ``fused_qkv[..., [-2], :]``).
+    def __getitem__(self, index):
+        return super().__getitem__(_list_index(index))
+
+    def __setitem__(self, index, value):
+        return super().__setitem__(_list_index(index), value)
+
     @classmethod
     def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
         # Outside StandIn (e.g. printing a loss after the step): compute, keep the tag.
         uargs, ukwargs = _unwrap((args, kwargs or {}))
         out = func(*uargs, **ukwargs)
         return _map(lambda t: Tagged(t) if type(t) is torch.Tensor else t, out)
+
+
+def _list_index(index):
+    """An index with every flat list of ints or bools made a tagged index tensor; anything
+    else (nested lists, which torch reads as a tuple, slices, tensors) left as it is."""
+    if isinstance(index, tuple):
+        return tuple(_list_index(i) for i in index)
+    if isinstance(index, list) and index and all(type(i) in (int, bool) for i in index):
+        with torch._C._ExcludeDispatchKeyGuard(_PYTHON_KEY):
+            return Tagged(torch.tensor([int(i) for i in index] if int in map(type, index) else index,
+                                       device="cpu"))
+    return index
+
+
+_PYTHON_KEY = torch._C.DispatchKeySet(torch._C.DispatchKey.Python)
+
+
+def _restride(t: Tagged) -> None:
+    """Give the wrapper the shape and strides its ``elem`` has now, after an in-place op that
+    changes them (``output.transpose_(0, 1)`` in ``nn.GRU(batch_first=True)``'s C++ kernel):
+    the wrapper's own metadata is set below the Python key, where it is a plain meta tensor."""
+    e = t.elem
+    with torch._C._ExcludeDispatchKeyGuard(_PYTHON_KEY):
+        torch.ops.aten.as_strided_(t, e.size(), e.stride(), e.storage_offset())
 
 
 def _flat(obj, out):
@@ -258,7 +291,12 @@ class StandIn(TorchDispatchMode):
             if type(t) is not torch.Tensor:
                 return t
             same = inputs.get(id(t))  # an in-place op returns its own input
-            return Tagged(t) if same is None else same
+            if same is None:
+                return Tagged(t)
+            if same.shape != t.shape or same.stride() != t.stride() \
+                    or same.storage_offset() != t.storage_offset():
+                _restride(same)  # transpose_, squeeze_, as_strided_ ... changed its shape
+            return same
 
         if func in _FIRST_OUTPUT_ONLY and isinstance(out, (tuple, list)):
             return type(out)([wrap(out[0]), *out[1:]])
