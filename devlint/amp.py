@@ -115,7 +115,8 @@ class Event:
     """One mixed-precision event of a frame (see the module docstring).
 
     ``kind``: ``"scale"``, ``"backward"``, ``"unscale"``, ``"step"`` (``scaler.step``),
-    ``"update"``, ``"opt_step"`` (``optimizer.step()``), ``"clip"`` or ``"half"``.
+    ``"update"``, ``"opt_step"`` (``optimizer.step()``), ``"zero_grad"`` (``optimizer.zero_grad()``),
+    ``"clip"`` or ``"half"``.
     ``scaler`` is the scaler's dotted name, ``target`` the optimizer's (for ``opt_step`` the
     receiver); ``scaled`` tells a scaled backward; ``region`` the innermost autocast region a
     backward sits in."""
@@ -131,7 +132,8 @@ class Event:
 class Frame:
     """The module or one function: its events, autocast regions and local bindings."""
 
-    __slots__ = ("kind", "node", "parent", "events", "regions", "stack", "scalers", "optimizers", "modules", "scaled_names")
+    __slots__ = ("kind", "node", "parent", "events", "regions", "stack", "scalers", "optimizers", "modules", "scaled_names",
+                 "built")
 
     def __init__(self, kind: str, node: cst.CSTNode, parent: "Frame | None") -> None:
         self.kind, self.node, self.parent = kind, node, parent
@@ -144,6 +146,8 @@ class Frame:
         self.optimizers: set[str] = set()
         self.modules: set[str] = set()
         self.scaled_names: set[str] = set()
+        #: scaler name -> (order, loops) of its first ``GradScaler(...)`` construction in this frame
+        self.built: dict[str, tuple[int, tuple[int, ...]]] = {}
 
     def of(self, *kinds: str) -> Iterator[Event]:
         return (e for e in self.events if e.kind in kinds)
@@ -381,6 +385,8 @@ class AmpAnalysis(Analysis):
         ):
             if self._builds(value, kind):
                 (self_names if name.startswith("self.") else names).add(name)
+                if kind == "scaler" and not name.startswith("self."):
+                    frame.built.setdefault(name, (self._next(), tuple(self._loops)))
         if self.is_module(value):
             frame.modules.add(name)
         else:
@@ -495,6 +501,11 @@ class AmpAnalysis(Analysis):
         if method == "half" or (method == "to" and any(self.dtype(a.value) == "float16" for a in node.args)):
             if self.is_module(receiver):
                 self._add("half", node)
+            return
+        if method == "zero_grad":
+            owner = dotted(receiver)
+            if owner is not None and self.is_optimizer(owner):
+                self._add("zero_grad", node, target=owner)
             return
         if method not in ("scale", "unscale_", "step", "update"):
             return

@@ -49,6 +49,8 @@ PARAM, PB, PITEM, ENUM, ZIP = "param", "pbatch", "pitem", "enum", "zip"
 _LOCAL_KINDS = frozenset({PARAM, PB, PITEM, ENUM, ZIP})
 TENSORS = (CPU, DEV, INP)
 
+#: ``torch.set_default_device(x)`` with ``x`` not the literal "cpu", or a CUDA default tensor type.
+_DEFAULT_DEVICE = re.compile(r"set_default_device\(\s*(?![\"']cpu[\"']\s*\))|set_default_tensor_type\([^)]*cuda")
 #: torch factories that allocate on the default (CPU) device unless given ``device=``.
 FACTORIES = frozenset(
     "zeros ones empty full arange range randn rand randint randperm eye linspace logspace "
@@ -164,6 +166,9 @@ class DeviceFlow(Analysis):
         self.file_silent = (".prepare(" in text and "accelerat" in text) or "setup_dataloaders" in text or "Fabric(" in text
         #: nn.DataParallel scatters CPU inputs itself: a model of unknown kind may be one
         self.scatters = "DataParallel(" in text.replace("DistributedDataParallel(", "")
+        #: torch.set_default_device("cuda") (or a CUDA default tensor type): a factory without
+        #: device= then allocates on that device, so it is no CPU tensor
+        self.default_device = bool(_DEFAULT_DEVICE.search(text))
         #: module-level function -> positional parameter names (``None``: defined twice)
         self.signatures: dict[str, list[str] | None] = {}
         #: function name -> [(positional kinds, keyword kinds, has *args/**kwargs)] per call site
@@ -671,6 +676,8 @@ class DeviceFlow(Analysis):
             has, device = self._device_arg(call)
             if has:
                 return V(CPU) if self.is_cpu_device(device, env) else V(DEV)
+            if self.default_device and short != "from_numpy":
+                return None  # on the default device the file sets, whatever it is
             first = call.args[0].value if call.args and call.args[0].keyword is None else None
             if short in ("tensor", "as_tensor"):
                 if isinstance(first, (cst.List, cst.Tuple, cst.ListComp)):

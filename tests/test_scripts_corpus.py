@@ -17,26 +17,9 @@ SPEC.loader.exec_module(corpus)
 FILES = sorted(corpus.CORPUS.glob("*.py"))
 
 #: Misses judged against RULES.md and not fixed yet: (file, line, code).
-KNOWN_MISSES = [
-    ("diffusion_ddpm_attr_bug.py", 51, "DEV112"),
-    ("gan_amp_two_optimizers_bug.py", 90, "DEV203"),
-    ("grad_accum_clip_bug.py", 22, "DEV101"),
-    ("kaggle_cassava_cuda_bug.py", 134, "DEV115"),
-    ("nanogpt_train.py", 74, "DEV101"),
-    ("tutorial_amp_recipe.py", 112, "DEV101"),
-]
+KNOWN_MISSES: list[tuple[str, int, str]] = []
 #: False positives judged against RULES.md and not fixed yet: (file, line, code).
-KNOWN_FALSE_POSITIVES = [
-    ("tutorial_amp_recipe.py", 57, "DEV111"),
-    ("tutorial_amp_recipe.py", 58, "DEV203"),
-    ("tutorial_amp_recipe.py", 59, "DEV203"),
-    ("tutorial_amp_recipe.py", 71, "DEV111"),
-    ("tutorial_amp_recipe.py", 78, "DEV203"),
-    ("tutorial_amp_recipe.py", 79, "DEV203"),
-    ("tutorial_amp_recipe.py", 93, "DEV111"),
-    ("tutorial_amp_recipe.py", 119, "DEV111"),
-    ("tutorial_amp_recipe.py", 130, "DEV111"),
-]
+KNOWN_FALSE_POSITIVES: list[tuple[str, int, str]] = []
 
 
 def test_corpus_is_a_corpus_of_marked_scripts():

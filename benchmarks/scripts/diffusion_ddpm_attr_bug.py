@@ -48,7 +48,7 @@ class Diffusion(nn.Module):
         self.betas = torch.linspace(beta_start, beta_end, timesteps)  # expect: DEV113
 
     def forward(self, x0):
-        t = torch.randint(0, self.T, (x0.shape[0],))  # expect: DEV112
+        t = torch.randint(0, self.T, (x0.shape[0],))  # either: DEV112 (it meets only self.model, an opaque submodule)
         noise = torch.randn_like(x0)
         alpha_bar = torch.cumprod(1.0 - self.betas, dim=0)[t].view(-1, 1, 1, 1)
         xt = alpha_bar.sqrt() * x0 + (1 - alpha_bar).sqrt() * noise

@@ -32,12 +32,14 @@ class GradScalerBypassed(FrameRule):
     what_it_does = """
 In a scope (function or module) where a GradScaler scales a loss (`scaler.scale(loss)`),
 flags `optimizer.step()` called directly on an optimizer tied to the scaled loss (one passed to
-`scaler.step`/`scaler.unscale_` in that scope, or any optimizer when the scope never calls
-`scaler.step`), and `loss.backward()` (or `torch.autograd.backward(loss)`) on a loss that was
+`scaler.step`/`scaler.unscale_` in that scope, any optimizer when the scope never calls
+`scaler.step`, or one whose `zero_grad()` and `step()` enclose a scaled backward and no
+unscaled one, as a GAN's generator next to `scaler.step(optimizer_d)`), and `loss.backward()` (or `torch.autograd.backward(loss)`) on a loss that was
 not scaled. Code on the other arm of an `if` that chooses between the AMP and the plain path
 (`if scaler is not None: ... else: ...`, also split over two `if` statements testing the same
-condition) is left alone, as are optimizers not tied to the scaled loss and learning-rate
-schedulers."""
+condition) is left alone, as are optimizers not tied to the scaled loss, learning-rate
+schedulers, and code that runs before the scope builds its GradScaler (a script's plain fp32
+baseline loop ahead of `scaler = torch.amp.GradScaler()`)."""
     why_bad = """
 `scaler.scale(loss).backward()` leaves gradients multiplied by the scale factor (65536 by
 default): `optimizer.step()` then applies updates tens of thousands of times too large, and
@@ -98,8 +100,10 @@ sched.step()
         scaler = next((e.scaler for e in frame.events if e.scaler), "scaler")
         tied = {e.target for e in frame.events if e.kind in ("step", "unscale") and e.target}
         for event in frame.events:
+            if event.kind in ("opt_step", "backward") and _before_scaler(frame, event):
+                continue
             if event.kind == "opt_step":
-                if steps and event.target not in tied:
+                if steps and event.target not in tied and not _brackets_scaled_backward(frame, event, amp):
                     continue
                 if any(amp.compatible(event, s) for s in scaled + steps):
                     self.report_at(
@@ -109,3 +113,26 @@ sched.step()
             elif event.kind == "backward" and not event.scaled:
                 if any(amp.compatible(event, s) for s in scaled):
                     self.report_at(event, self.message.format(what="an unscaled backward()", fix=f"call {scaler}.scale(loss).backward()"))
+
+
+def _before_scaler(frame: Frame, event) -> bool:
+    """Does ``event`` run before the frame builds the scaler(s) it scales with (the plain loop
+    of a script that only later constructs ``scaler = GradScaler()``)? Only where every
+    scaler of the frame's ``scale`` calls is built in the frame, and not in a loop that also
+    holds the construction."""
+    names = {e.scaler for e in frame.of("scale")}
+    if not names or not names <= frame.built.keys():
+        return False
+    order, loops = min(frame.built[n] for n in names)
+    return event.order < order and not set(event.loops) & set(loops)
+
+
+def _brackets_scaled_backward(frame: Frame, event, amp) -> bool:
+    """``opt.zero_grad()``, then a scaled backward and no unscaled one, then ``opt.step()``:
+    the optimizer is tied to the scaled loss even though ``scaler.step`` only names another
+    one (a GAN's generator step next to ``scaler.step(optimizer_d)``)."""
+    zeros = [z.order for z in frame.of("zero_grad") if z.target == event.target and z.order < event.order and amp.compatible(z, event)]
+    if not zeros:
+        return False
+    between = [e for e in frame.events if max(zeros) < e.order < event.order and amp.compatible(e, event)]
+    return any(e.kind == "scale" for e in between) and not any(e.kind == "backward" and not e.scaled for e in between)

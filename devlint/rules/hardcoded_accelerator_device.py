@@ -7,7 +7,7 @@ import libcst as cst
 from .. import edits, settings
 from ..device_scope import DeviceScope
 from ..devices import ACCELERATOR, device_arguments, is_cpu, literal_device
-from ..guards import config_flag, string_value
+from ..guards import config_flag, polarity, string_value
 from ..names import dotted
 from ..rule import NodeFix, Rule
 
@@ -39,7 +39,11 @@ a device: `torch.device("cuda")`, `.to("cuda")`, `device="cuda"` on any call,
 `map_location="cuda"`, `torch.autocast("cuda")`/`device_type="cuda"`,
 `torch.amp.GradScaler("cuda")`, `torch.set_default_device("cuda")`, `device_map="cuda"`,
 an index built into the string (`f"cuda:{rank}"`, `"cuda:{}".format(rank)`), and a name bound
-to such a literal that is then used as a device (the assignment is reported). Code under an
+to such a literal that is then used as a device (the assignment is reported, each one where the
+name is bound to a literal twice, as with `device = f"cuda:{local_rank}"` in a DDP branch).
+`torch.amp.GradScaler("cuda", enabled=...)` is left alone when the `enabled=` expression tests
+the device (`device.type == "cuda"`, `torch.cuda.is_available()`), not when it is a plain flag
+(`enabled=args.amp`). Code under an
 availability guard (`if torch.cuda.is_available():`, `"cuda" if torch.cuda.is_available() else
 "cpu"`, `if device.type == "cuda":`, a name assigned from such a test) is left alone, as are
 comparisons (`x.device == torch.device("cuda")`) and strings that are not devices. A
@@ -114,6 +118,8 @@ in scope, there is no fix: which variable to pass is the author's choice."""
             entry = scope.get(name)
             if entry is None:
                 scope[name] = [value, False, False]
+            elif entry[0] is not None:
+                entry.append(value)  # bound again to a literal (f"cuda:{rank}" for DDP): also reported
             return
         if name in scope:
             scope[name][2] = True  # reassigned (e.g. the "cpu" fallback): not a fixed device
@@ -149,9 +155,10 @@ in scope, there is no fix: which variable to pass is the author's choice."""
         self._flush(self._bindings.pop())
 
     def _flush(self, scope: dict[str, list]) -> None:
-        for literal, used, rebound in scope.values():
+        for literal, used, rebound, *more in scope.values():
             if literal is not None and used and not rebound:
-                self.report(literal, _message(self.message, literal_device(literal)), self._choice(literal))
+                for each in (literal, *more):
+                    self.report(each, _message(self.message, literal_device(each)), self._choice(each))
 
     def _use(self, expr: cst.BaseExpression) -> None:
         name = dotted(expr)
@@ -180,7 +187,7 @@ in scope, there is no fix: which variable to pass is the author's choice."""
                 self.report(arg, _message(self.message, device), self._replace(arg, self._scope().device(), "device"))
             return
         if name in ("torch.amp.GradScaler", "torch.GradScaler") and any(
-            (a.keyword is not None and a.keyword.value == "enabled" and dotted(a.value) != "True") or a.star == "**"
+            (a.keyword is not None and a.keyword.value == "enabled" and _tests_device(a.value, self.ctx)) or a.star == "**"
             for a in node.args
         ):
             return  # enabled= (perhaps in **kwargs) decides per device; the literal names the kind
@@ -246,6 +253,16 @@ in scope, there is no fix: which variable to pass is the author's choice."""
         if id(literal) in self._arms:
             text = f"({text})"
         return NodeFix(f'fall back to the CPU: {text}', ((literal, text),), safe=False)
+
+
+def _tests_device(expr: cst.BaseExpression, ctx) -> bool:
+    """Does an ``enabled=`` expression test the device in use or its availability
+    (``device.type == "cuda"``, ``torch.cuda.is_available()``, ``use_amp and use_cuda`` with
+    ``use_cuda`` assigned from such a test)? A plain flag (``enabled=args.amp``) does not
+    (RULES.md: only an ``enabled=`` that tests the device excuses ``GradScaler("cuda")``)."""
+    if polarity(expr, ctx) != 0:
+        return True
+    return any(_tests_device(child, ctx) for child in expr.children if isinstance(child, cst.BaseExpression))
 
 
 def _flagged_arm(expr: cst.BaseExpression, ctx) -> cst.BaseExpression | None:

@@ -43,7 +43,9 @@ linter cannot see into are left alone, as is a batch from a loader the linter ca
 no item of it is moved (a prefetcher may place it), items that stay on the CPU by design
 (`lengths` for `pack_padded_sequence`, file names, raw text), `nn.DataParallel` (which scatters
 CPU inputs), Lightning `LightningModule` methods and code that uses `accelerate`
-(`accelerator.prepare`), which place the data themselves. A tensor put on the CPU on purpose
+(`accelerator.prepare`), which place the data themselves. In a file that calls
+`torch.set_default_device(device)` (or sets a CUDA default tensor type), factories without
+`device=` land on that device and are not taken for CPU tensors. A tensor put on the CPU on purpose
 with `.cpu()` is DEV103's finding."""
     why_bad = """
 The model's parameters live on the GPU and the input on the CPU, so the first layer raises

@@ -32,7 +32,8 @@ class LossWeightNotOnDevice(Rule):
     what_it_does = """
 Flags a `torch.nn` loss module (`nn.CrossEntropyLoss`, `nn.BCEWithLogitsLoss`, `nn.NLLLoss`...)
 built with a tensor argument (`weight=`, `pos_weight=`, or the first positional argument)
-that was created without a device (`torch.tensor([...])`, a factory call, `torch.from_numpy`),
+that was created without a device (`torch.tensor([...])`, `torch.tensor(weights)` of NumPy or
+sklearn class weights, a factory call, `torch.from_numpy`),
 in a function or module body where a model is moved to a device and the loss module itself is
 never moved. `criterion.to(device)`, weights created with `device=` or moved with
 `.to(device)`, and scopes with no device move are left alone."""
@@ -59,7 +60,8 @@ bce = nn.BCEWithLogitsLoss(pos_weight=torch.tensor([3.0], device=device))
 
     def __init__(self, ctx) -> None:
         super().__init__(ctx)
-        self._scopes: list[tuple[object, dict]] = [(ctx.analysis(DeviceFlow).frame, {})]
+        #: per scope: (data-flow frame, loss name -> flagged call, names bound to host class weights)
+        self._scopes: list[tuple[object, dict, set]] = [(ctx.analysis(DeviceFlow).frame, {}, set())]
 
     def _weighted_loss(self, flow: DeviceFlow, call: cst.Call) -> bool:
         name = self.ctx.resolve(call.func) or ""
@@ -71,10 +73,24 @@ bce = nn.BCEWithLogitsLoss(pos_weight=torch.tensor([3.0], device=device))
             v = flow.value(arg.value)
             if v is not None and v.kind == CPU and not v.explicit and not v.module:
                 return True
+            if self._host_tensor(flow, arg.value) or dotted(arg.value) in self._scopes[-1][2]:
+                return True
         return False
 
+    def _host_tensor(self, flow: DeviceFlow, expr: cst.BaseExpression) -> bool:
+        """``torch.tensor(weights)``/``torch.as_tensor(weights)`` without ``device=`` of data that
+        is not known to be a tensor (a NumPy array, sklearn's ``compute_class_weight``): class
+        weights built on the CPU. The data flow keeps such a call unknown, since
+        ``torch.tensor(t)`` of a GPU tensor stays on the GPU; a loss weight is not one."""
+        if not isinstance(expr, cst.Call) or (self.ctx.resolve(expr.func) or "") not in ("torch.tensor", "torch.as_tensor"):
+            return False
+        if not expr.args or expr.args[0].keyword is not None or any(a.keyword is not None and a.keyword.value == "device" for a in expr.args):
+            return False
+        data = flow.value(expr.args[0].value)
+        return data is None or (data.kind == CPU and not data.module)
+
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
-        self._scopes.append((self.ctx.analysis(DeviceFlow).frame, {}))
+        self._scopes.append((self.ctx.analysis(DeviceFlow).frame, {}, set()))
 
     def leave_FunctionDef(self, node: cst.FunctionDef) -> None:
         self._finish(*self._scopes.pop())
@@ -83,20 +99,23 @@ bce = nn.BCEWithLogitsLoss(pos_weight=torch.tensor([3.0], device=device))
         while self._scopes:
             self._finish(*self._scopes.pop())
 
-    def _finish(self, frame, found: dict) -> None:
+    def _finish(self, frame, found: dict, hosts: set) -> None:
         if frame.moved and not frame.silent:
             for where in found.values():
                 self.report(where)
 
     def visit_Assign(self, node: cst.Assign) -> None:
         flow = self.ctx.analysis(DeviceFlow)
-        found = self._scopes[-1][1]
+        found, hosts = self._scopes[-1][1], self._scopes[-1][2]
         value = node.value
         for target in node.targets:
             name = dotted(target.target)
             if name is None:
                 continue
             found.pop(name, None)
+            hosts.discard(name)
+            if self._host_tensor(flow, value):
+                hosts.add(name)
             if isinstance(value, cst.Call) and self._weighted_loss(flow, value):
                 cls = flow.cls
                 if name.startswith(f"{flow.frame.self_name}.") and (cls is None or cls.is_module):
@@ -109,3 +128,4 @@ bce = nn.BCEWithLogitsLoss(pos_weight=torch.tensor([3.0], device=device))
             name = dotted(func.value)
             if name is not None:
                 self._scopes[-1][1].pop(name, None)
+                self._scopes[-1][2].discard(name)
