@@ -120,7 +120,7 @@ class V:
 class ClassInfo:
     """What a class body tells: its ``self.`` attributes, methods, and what it derives from."""
 
-    __slots__ = ("name", "attrs", "methods", "is_module", "silent", "param_attrs", "torch_modules", "node")
+    __slots__ = ("name", "attrs", "methods", "is_module", "silent", "param_attrs", "torch_modules", "node", "scalar_attrs")
 
     def __init__(self, node: cst.ClassDef, is_module: bool, silent: bool) -> None:
         self.node, self.name = node, node.name.value
@@ -130,6 +130,9 @@ class ClassInfo:
         self.param_attrs: set[str] = set()
         #: attributes holding a ``torch.nn`` layer (which does not move its inputs itself)
         self.torch_modules: set[str] = set()
+        #: attributes holding a number (``self.p = 0.1``, ``self.p = p`` with ``p=0.1`` a parameter's
+        #: default): a scalar operand, as a literal is
+        self.scalar_attrs: set[str] = set()
 
 
 class Frame:
@@ -411,13 +414,21 @@ class DeviceFlow(Analysis):
             return V(DEV)  # outputs.logits, outputs.last_hidden_state of a model on the device
         return None
 
+    def _scalar_attr(self, expr: cst.BaseExpression) -> bool:
+        """``self.p`` where the class assigns ``p`` a number (see :attr:`ClassInfo.scalar_attrs`)."""
+        cls = self.frame.cls
+        return (
+            cls is not None and isinstance(expr, cst.Attribute) and self.is_self(expr.value)
+            and expr.attr.value in cls.scalar_attrs
+        )
+
     def _combine(self, operands, env) -> V | None:
         """Arithmetic: an input wins; unknown operands make the result unknown."""
         kinds, origins = [], ()
         for operand in operands:
             if isinstance(operand, (cst.Integer, cst.Float, cst.Imaginary)) or (
                 isinstance(operand, cst.Name) and operand.value in ("None", "True", "False")
-            ):
+            ) or self._scalar_attr(operand):
                 continue
             v = self.value(operand, env)
             if v is not None and v.kind in TENSORS and not v.module:
@@ -943,12 +954,28 @@ class DeviceFlow(Analysis):
                     self.frame.cls.param_attrs.add(name)
                     self.frame.cls.attrs[name] = None
 
+    def _number(self, value: cst.BaseExpression) -> bool:
+        """A number literal, or a parameter of the current method whose default is one."""
+        if isinstance(value, (cst.Integer, cst.Float)):
+            return True
+        fn = self.frame.node
+        if isinstance(value, cst.Name) and isinstance(fn, cst.FunctionDef):
+            for param in (*fn.params.params, *fn.params.kwonly_params):
+                if param.name.value == value.value:
+                    return isinstance(param.default, (cst.Integer, cst.Float))
+        return False
+
     def _note_params(self, node: cst.Assign) -> None:
         cls = self.frame.cls
         if cls is None or not cls.is_module:
             return
         for target in node.targets:
             t = target.target
+            if isinstance(t, cst.Attribute) and self.is_self(t.value):
+                if self._number(node.value):
+                    cls.scalar_attrs.add(t.attr.value)
+                else:
+                    cls.scalar_attrs.discard(t.attr.value)
             if isinstance(t, cst.Attribute) and self.is_self(t.value) and isinstance(node.value, cst.Call):
                 name = self.ctx.resolve(node.value.func) or ""
                 if name.endswith(("Parameter", "Buffer")):
@@ -1036,6 +1063,22 @@ def _scalar_index(expr: cst.Subscript, base: V) -> bool:
     if not isinstance(index, cst.Integer):
         return False
     for origin in base.origins:
-        if not any(isinstance(a.value, (cst.Tuple, cst.List)) and len(a.value.elements) == 1 for a in origin.args):
+        if not (any(isinstance(a.value, (cst.Tuple, cst.List)) and len(a.value.elements) == 1 for a in origin.args)
+                or _one_dimensional(origin)):
             return False
     return True
+
+
+#: factories whose result is always 1-D, and those sized by their positional arguments
+_ONE_D = frozenset({"arange", "range", "linspace", "logspace", "randperm"})
+_SIZED = frozenset({"zeros", "ones", "empty", "rand", "randn"})
+
+
+def _one_dimensional(call: cst.Call) -> bool:
+    """``torch.rand(2)``, ``torch.arange(n)``: a 1-D factory result (so ``t[0]`` is 0-dim)."""
+    last = dotted(call.func)
+    last = last.rsplit(".", 1)[-1] if last else ""
+    if last in _ONE_D:
+        return True
+    sizes = [a.value for a in call.args if a.keyword is None and not a.star]
+    return last in _SIZED and len(sizes) == 1 and isinstance(sizes[0], cst.Integer)

@@ -25,7 +25,8 @@ class FactoryWithoutDeviceInForward(Rule):
 Inside `forward` of an `nn.Module` subclass (loss modules included), flags
 `torch.zeros/ones/empty/full/arange/randn/rand/randint/eye/linspace(...)` and
 `torch.tensor([...])` called without `device=` whose result meets the module's inputs or
-parameters: an operand of arithmetic or a comparison with an input, an argument of a submodule
+parameters: an operand of arithmetic or a comparison with an input (also after arithmetic with
+a number, or with a number the class holds on `self`, as `torch.rand(n) > self.p`), an argument of a submodule
 call (`self.rnn(x, (h0, c0))`), of a torch function together with an input (`torch.cat`), or of a
 method of an input. `*_like`, `x.new_*`, `device=x.device`, registered buffers, 0-dim scalars
 such as `torch.tensor(2.0)`, results used only for shapes or indexing, and factories moved at
