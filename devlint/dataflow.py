@@ -161,6 +161,12 @@ class DeviceFlow(Analysis):
         self.classes: list[ClassInfo] = []
         self.local_modules: set[str] = set()
         self.summaries: dict[str, V] = {}
+        #: same-module functions that return device tensors (a ``collate_fn`` that moves the
+        #: batch), classes whose ``__getitem__`` does, and names bound to such a dataset: a
+        #: DataLoader over them yields batches already on the device
+        self.device_collates: set[str] = set()
+        self.device_datasets: set[str] = set()
+        self.device_dataset_names: set[str] = set()
         self._branches: list[list] = []
         self._memo: dict[int, V | None] = {}
         #: the CPU-side argument of the last :meth:`check_call` (a :class:`libcst.Arg`), or None
@@ -414,6 +420,13 @@ class DeviceFlow(Analysis):
             return V(DEV)  # outputs.logits, outputs.last_hidden_state of a model on the device
         return None
 
+    def _placing_dataset(self, expr: cst.BaseExpression | None) -> bool:
+        """A Dataset of this module whose ``__getitem__`` returns device tensors: ``Ds(...)`` or a
+        name bound to one."""
+        if isinstance(expr, cst.Call):
+            return dotted(expr.func) in self.device_datasets
+        return dotted(expr) in self.device_dataset_names if expr is not None else False
+
     def _scalar_attr(self, expr: cst.BaseExpression) -> bool:
         """``self.p`` where the class assigns ``p`` a number (see :attr:`ClassInfo.scalar_attrs`)."""
         cls = self.frame.cls
@@ -646,6 +659,11 @@ class DeviceFlow(Analysis):
             held = self.value(dataset, env) if dataset is not None else None
             if held is not None and held.kind == DEVB:
                 return None  # a dataset of device tensors yields device batches
+            if self._placing_dataset(dataset) or any(
+                a.keyword is not None and a.keyword.value == "collate_fn" and dotted(a.value) in self.device_collates
+                for a in call.args
+            ):
+                return None  # its collate_fn or its Dataset's __getitem__ moves the batch
             return V(LOADER)
         if last == "TensorDataset":
             values = [a.value for a in call.args if a.keyword is None and not a.star]
@@ -892,7 +910,11 @@ class DeviceFlow(Analysis):
         frame = self.frame
         self.frame = frame.parent
         self._memo.clear()
+        placed = any(r is not None and not r.module and r.kind in (DEV, DEVB) for r in frame.returns)
+        if frame.cls is not None and frame.name == "__getitem__" and placed:
+            self.device_datasets.add(frame.cls.name)
         if frame.parent is not None and frame.parent.kind == "module" and frame.cls is None:
+            (self.device_collates.add if placed else self.device_collates.discard)(node.name.value)
             returns = frame.returns
             kinds = {r.kind if r is not None and not r.module and not r.explicit else None for r in returns}
             name = node.name.value
@@ -917,6 +939,11 @@ class DeviceFlow(Analysis):
         self.frame.returns.append(self.value(node.value) if node.value is not None else None)
 
     def leave_Assign(self, node: cst.Assign) -> None:
+        placing = isinstance(node.value, cst.Call) and self._placing_dataset(node.value)
+        for target in node.targets:
+            name = dotted(target.target)
+            if name is not None:
+                (self.device_dataset_names.add if placing else self.device_dataset_names.discard)(name)
         v = self.value(node.value)
         for target in node.targets:
             self.bind(target.target, node.value, v)

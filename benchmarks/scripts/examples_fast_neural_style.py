@@ -83,9 +83,9 @@ def check_paths(args):
 
 def train(args):
     if args.cuda:
-        device = torch.device("cuda")  # either: DEV101
+        device = torch.device("cuda")  # either: DEV101 (main() exits when args.cuda is set without CUDA)
     elif args.mps:
-        device = torch.device("mps")  # either: DEV101
+        device = torch.device("mps")  # expect: DEV101 (args.mps is never checked against availability)
     else:
         device = torch.device("cpu")
 

@@ -40,7 +40,9 @@ tensors is on the CPU.
 Tensors moved with `.to(device)` (also `{k: v.to(device) for k, v in batch.items()}` and
 `batch.to(device)`), created with `device=`, produced by the model, or returned by a helper the
 linter cannot see into are left alone, as is a batch from a loader the linter cannot see when
-no item of it is moved (a prefetcher may place it), items that stay on the CPU by design
+no item of it is moved (a prefetcher may place it), a `DataLoader` whose `collate_fn` (a function
+of the same module) or whose Dataset's `__getitem__` returns device tensors, items that stay on
+the CPU by design
 (`lengths` for `pack_padded_sequence`, file names, raw text), `nn.DataParallel` (which scatters
 CPU inputs), Lightning `LightningModule` methods and code that uses `accelerate`
 (`accelerator.prepare`), which place the data themselves. In a file that calls
