@@ -36,7 +36,7 @@ from dataclasses import dataclass, field, replace
 import torch
 
 __all__ = ["Tolerances", "DEFAULT_TOLERANCES", "resolve_tolerances", "ParamError", "Errors",
-           "Verdict", "measure", "needs_floor", "judge", "unit_roundoff", "round_trip"]
+           "Verdict", "Delta", "CHUNK", "measure", "needs_floor", "judge", "unit_roundoff", "round_trip"]
 
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -177,11 +177,69 @@ def _rel(diff: float, ref: float) -> float:
     return 0.0 if diff == 0 else math.inf
 
 
+#: Elements compared at a time by :func:`measure` (float32 chunks of 1 MiB): the comparison's
+#: extra memory stays a few MiB whatever the size of the largest parameter.
+CHUNK = 1 << 18
+
+
+class Delta:
+    """A lazy update ``after - before`` (``after`` on any device and dtype, ``before`` on the
+    CPU), optionally with ``before`` rounded to a mode's dtype first (the noise-floor run):
+    :func:`measure` reads it in float32 chunks, so the update is never materialised."""
+
+    __slots__ = ("after", "before", "round_to")
+
+    def __init__(self, after: torch.Tensor, before: torch.Tensor, round_to: str | None = None):
+        self.after, self.before, self.round_to = after, before, round_to
+
+    def numel(self) -> int:
+        """The element count."""
+        return self.after.numel()
+
+    def chunk(self, i: int, j: int) -> torch.Tensor:
+        """Elements ``i:j`` of the flattened update, float32 on the CPU."""
+        b = _flat(self.before)[i:j].float()
+        if self.round_to:
+            b = round_trip(b, self.round_to)
+        return _chunk(self.after, i, j) - b
+
+
+def _flat(t: torch.Tensor) -> torch.Tensor:
+    t = t.detach()
+    return t.reshape(-1) if t.is_contiguous() else t.contiguous().reshape(-1)
+
+
+def _chunk(t, i: int, j: int) -> torch.Tensor:
+    if isinstance(t, Delta):
+        return t.chunk(i, j)
+    return _flat(t)[i:j].to("cpu", torch.float32)
+
+
+def _sq_sums(x, r: torch.Tensor, zeros: bool) -> tuple[float, float, int]:
+    """``(||x - r||^2, ||r||^2, #(x == 0 and r != 0))``, chunk by chunk (float32 within a
+    chunk, summed in float64); the first is ``inf`` when ``x`` holds inf/NaN; the count is 0
+    unless ``zeros``."""
+    sq_diff = sq_ref = 0.0
+    lost = 0
+    n = r.numel()
+    for i in range(0, n, CHUNK):
+        a = _chunk(x, i, i + CHUNK)
+        b = _flat(r)[i:i + CHUNK].float()
+        d = a - b
+        sq_diff += float(torch.dot(d, d))
+        sq_ref += float(torch.dot(b, b))
+        if zeros:
+            lost += int(torch.count_nonzero(b)) - int(torch.count_nonzero(a.bool() & b.bool()))
+    if not math.isfinite(sq_diff):
+        sq_diff = math.inf
+    return sq_diff, sq_ref, lost
+
+
 def measure(ref_loss: float, ref_grads: Mapping[str, torch.Tensor | None],
             ref_updates: Mapping[str, torch.Tensor], loss: float,
             grads: Iterable[tuple[str, torch.Tensor | None]],
-            updates: Mapping[str, torch.Tensor] | None = None,
-            lrs: Mapping[str, float] | None = None) -> Errors:
+            updates: Mapping[str, torch.Tensor | Delta] | None = None,
+            lrs: Mapping[str, float] | None = None, zeros: bool = True) -> Errors:
     """Compare one run with the reference, parameter by parameter.
 
     Args:
@@ -189,12 +247,19 @@ def measure(ref_loss: float, ref_grads: Mapping[str, torch.Tensor | None],
         ref_grads, ref_updates: the reference gradients and updates by parameter name
             (float32 CPU tensors; a gradient may be None).
         grads: ``(name, gradient)`` pairs of the run, on any device and dtype; each is
-            moved to the CPU as float64 only while it is compared (no copy of the run is kept).
-        updates: the run's updates by name (any device), or None to skip updates.
+            read in float32 chunks of :data:`CHUNK` elements moved to the CPU (no copy of the
+            run is kept, and the comparison's own memory is a few MiB); squared norms are
+            summed in float64 across chunks.
+        updates: the run's updates by name (tensors on any device, or :class:`Delta`), or
+            None to skip updates.
         lrs: each parameter's learning rate, for :attr:`ParamError.update_lr`.
+        zeros: count :attr:`ParamError.zeros` (float16 underflow); else they are 0.
 
     Returns:
         :class:`Errors`. A non-finite run tensor gives an ``inf`` error.
+
+    Raises:
+        RuntimeError: a gradient's element count differs from the reference's.
     """
     out = Errors(loss=_rel(abs(loss - ref_loss), abs(ref_loss)) if math.isfinite(loss) else math.inf)
     for name, g in grads:
@@ -204,24 +269,20 @@ def measure(ref_loss: float, ref_grads: Mapping[str, torch.Tensor | None],
             continue
         if g is None:
             continue
-        r = g_ref.double()
-        x = g.detach().to("cpu", torch.float64)
-        sq_ref = float(r.pow(2).sum())
-        finite = bool(torch.isfinite(x).all())
-        sq_diff = float((x - r).pow(2).sum()) if finite else math.inf
-        zeros = int(((x == 0) & (r != 0)).sum())
+        if g.numel() != g_ref.numel():
+            raise RuntimeError(f"gradient of {name} has {g.numel()} elements, the reference {g_ref.numel()}")
+        n = g_ref.numel()
+        sq_diff, sq_ref, lost = _sq_sums(g, g_ref, zeros)
         upd = upd_lr = math.nan
         du = nu = 0.0
         if updates is not None and name in updates and name in ref_updates:
-            u = updates[name].detach().to("cpu", torch.float64)
-            ur = ref_updates[name].double()
-            du = float(torch.linalg.vector_norm(u - ur)) if bool(torch.isfinite(u).all()) else math.inf
-            nu = float(torch.linalg.vector_norm(ur))
+            sq_du, sq_nu, _ = _sq_sums(updates[name], ref_updates[name], False)
+            du, nu = math.sqrt(sq_du), math.sqrt(sq_nu)
             upd = _rel(du, nu)
             lr = (lrs or {}).get(name)
-            upd_lr = du / (lr * math.sqrt(max(r.numel(), 1))) if lr else None
-        out.params[name] = ParamError(name, r.numel(), _rel(math.sqrt(sq_diff), math.sqrt(sq_ref)),
-                                      upd, upd_lr, math.sqrt(sq_ref / max(r.numel(), 1)), zeros,
+            upd_lr = du / (lr * math.sqrt(max(n, 1))) if lr else None
+        out.params[name] = ParamError(name, n, _rel(math.sqrt(sq_diff), math.sqrt(sq_ref)),
+                                      upd, upd_lr, math.sqrt(sq_ref / max(n, 1)), lost,
                                       sq_diff, sq_ref, du * du, nu * nu)
     return out
 

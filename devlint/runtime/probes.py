@@ -17,6 +17,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 from torch.utils.module_tracker import ModuleTracker
 
+from . import emulate
 from .standin import module_label
 from .step import TrainingStep, map_tensors
 
@@ -128,13 +129,15 @@ class _NonFiniteProbe(TorchDispatchMode):
 
 
 def nonfinite_probe(step: TrainingStep, device: str, dtype: torch.dtype, seed: int,
-                    scale: float = 1.0) -> NonFinite | None:
+                    scale: float = 1.0, kernels: str = "emulated") -> NonFinite | None:
     """Replay the step under autocast ``dtype`` on ``device`` and find the first non-finite op.
 
     Forward first; if the loss is finite, backward of ``loss * scale`` (``scale`` is the
     GradScaler scale, so gradient overflow shows where the scaled step overflowed). Outputs of
-    ``empty``-family ops (uninitialised memory) are ignored. Returns ``None`` when nothing is
-    non-finite. Exceptions from the step propagate.
+    ``empty``-family ops (uninitialised memory) are ignored. ``kernels`` as in
+    :func:`devlint.runtime.emulate.cpu_kernels` (the probe sees the emulated GEMM's rounded
+    output, so an overflow there is named as in the native kernel). Returns ``None`` when
+    nothing is non-finite. Exceptions from the step propagate.
     """
     model = copy.deepcopy(step.model).to(device)
     if dtype == torch.float32:
@@ -148,7 +151,7 @@ def nonfinite_probe(step: TrainingStep, device: str, dtype: torch.dtype, seed: i
             return NonFinite("(input)", name, str(t.dtype).replace("torch.", ""), False, [], False)
     torch.manual_seed(seed)
     try:
-        with tracker, probe:
+        with emulate.cpu_kernels(device, dtype, kernels), tracker, probe:
             with torch.autocast(device_type=device, dtype=dtype, enabled=dtype != torch.float32):
                 loss = step.loss_fn(model, batch)
             if probe.first is None and loss.requires_grad:
@@ -193,7 +196,8 @@ def _hooks_on(saved: list) -> None:
         mod._forward_hooks, mod._forward_pre_hooks = post, pre
 
 
-def unstable_modules(step: TrainingStep, device: str, mode: str, seed: int, k: float = 24.0):
+def unstable_modules(step: TrainingStep, device: str, mode: str, seed: int, k: float = 24.0,
+                     kernels: str = "emulated"):
     """Find the innermost modules whose output under autocast drifts far beyond rounding.
 
     Replays the forward in float32 (no grad). At every module call, the module is run again
@@ -202,7 +206,8 @@ def unstable_modules(step: TrainingStep, device: str, mode: str, seed: int, k: f
     dtype, with the RNG state of the original call (same dropout). A module is
     unstable when its autocast output error (relative L2 against float32) exceeds
     ``k * max(error of (b), u)`` and ``32 u`` (``u`` the unit roundoff): the error comes from
-    computing in the low precision, not from representing the inputs. Returns
+    computing in the low precision, not from representing the inputs. ``kernels`` as in
+    :func:`devlint.runtime.emulate.cpu_kernels`, for (a). Returns
     ``[(module label, autocast error, rounding error)]``, innermost modules only, in call
     order; exceptions propagate.
     """
@@ -242,7 +247,7 @@ def unstable_modules(step: TrainingStep, device: str, mode: str, seed: int, k: f
         try:
             set_rng(before)
             largs = map_tensors(lambda t: t.to(dtype) if t.is_floating_point() else t, (args, kwargs))
-            with torch.autocast(device_type=device, dtype=dtype):
+            with emulate.cpu_kernels(device, dtype, kernels), torch.autocast(device_type=device, dtype=dtype):
                 low = mod(*largs[0], **largs[1])
             set_rng(before)
             rargs = map_tensors(lambda t: round_trip(t, mode), (args, kwargs))

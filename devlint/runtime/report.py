@@ -37,6 +37,9 @@ class Run:
         error: what went wrong (``status`` error/unsupported), or why a device was skipped.
         how: how the run was judged (one line).
         excluded: parameters not judged because their reference gradient is negligible.
+        kernels: CPU bfloat16/float16 runs only: ``"emulated"`` (GEMMs and convolutions
+            computed in float32 from the low-precision operands, rounded once, see
+            :mod:`devlint.runtime.emulate`) or ``"native"`` (PyTorch's CPU kernels); else None.
     """
 
     device: str
@@ -52,6 +55,7 @@ class Run:
     error: str | None = None
     how: str | None = None
     excluded: int | None = None
+    kernels: str | None = None
 
     @property
     def ran(self) -> bool:
@@ -93,6 +97,14 @@ class Finding:
     severity: str = "error"
 
 
+_KERNELS = {
+    "emulated": "matmuls and convolutions computed in float32 from the low-precision operands "
+                "and rounded once, as a GPU's tensor cores do (--cpu-kernels native: PyTorch's "
+                "cpu kernels)",
+    "native": "PyTorch's own cpu low-precision kernels (--cpu-kernels native)",
+}
+
+
 def _num(x: float | None, fmt: str = ".1e") -> str:
     if x is None:
         return "-"
@@ -118,6 +130,8 @@ class Report:
         runs: one :class:`Run` per device and mode, including skipped devices.
         findings: the :class:`Finding` list, in the order found.
         notes: remarks that are not findings (for example a probe that could not finish).
+        cpu_kernels: how the CPU low-precision runs computed GEMMs and convolutions,
+            ``"emulated"`` or ``"native"`` (see :func:`devlint.runtime.check_step`).
     """
 
     step: str
@@ -126,6 +140,7 @@ class Report:
     runs: list[Run] = field(default_factory=list)
     findings: list[Finding] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    cpu_kernels: str = "emulated"
 
     @property
     def ok(self) -> bool:
@@ -156,6 +171,7 @@ class Report:
             "step": self.step,
             "seed": self.seed,
             "torch_version": self.torch_version,
+            "cpu_kernels": self.cpu_kernels,
             "ok": self.ok,
             "runs": [asdict(r) for r in self.runs],
             "findings": [asdict(f) for f in self.findings],
@@ -213,6 +229,9 @@ class Report:
             for r in judged:
                 excl = f"; {r.excluded} parameters with negligible gradient not judged" if r.excluded else ""
                 out.append(f"  {r.device} {r.mode}: {r.how}{excl}")
+        kernels = sorted({r.kernels for r in self.runs if r.kernels and r.status not in ("skipped",)})
+        for k in kernels:
+            out.append(f"  cpu bfloat16/float16 runs: {_KERNELS[k]}")
         if self.notes:
             out += ["", "notes:"]
             out += [f"  {n}" for n in self.notes]

@@ -14,6 +14,7 @@ Order of work (the cost is a few plain steps, see docs/runtime.md "Cost"):
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import math
 import os
@@ -23,8 +24,8 @@ from dataclasses import dataclass, field
 
 import torch
 
-from . import probes, standin
-from .compare import (Errors, Tolerances, Verdict, judge, measure, needs_floor, resolve_tolerances,
+from . import emulate, probes, standin
+from .compare import (Delta, Errors, Tolerances, Verdict, judge, measure, needs_floor, resolve_tolerances,
                       round_trip)
 from .report import Finding, Report, Run
 from .step import Parameters, TrainingStep, map_tensors
@@ -78,6 +79,7 @@ class _Raw:
     error_kind: str | None = None  # "device", "fp16-grads", "unsupported", "other"
     module: str | None = None
     rng_used: bool = False
+    kernels: str | None = None  # CPU low-precision runs: "emulated" or "native"
     mixes: list = field(default_factory=list)
     unmoved: dict = field(default_factory=dict)
     ok: bool = True  # set once judged
@@ -97,26 +99,78 @@ def _scalar_loss(loss) -> torch.Tensor:
     return loss.reshape(())
 
 
+class _Bench:
+    """One working copy of ``step.model`` for the runs of a check, restored in place between
+    runs instead of deep-copying the model each time (the deep copy is Python work per module,
+    up to ~0.7 plain steps on a small convnet).
+
+    :meth:`take` returns the copy with every parameter and buffer copied back from the
+    original (``torch.no_grad``), gradients set to None. It deep-copies afresh whenever the
+    copy no longer matches the original: another set of parameters or buffers, of another
+    type, shape, dtype or device, other ties, or another value of any plain attribute (bool,
+    int, float, str, None: ``training``, counters a forward may bump) of any module.
+    """
+
+    def __init__(self, model: torch.nn.Module):
+        self.model = model
+        self.copy: torch.nn.Module | None = None
+        self._sig = self._signature(model)
+
+    @staticmethod
+    def _tensors(model):
+        return [*model.named_parameters(remove_duplicate=False), *model.named_buffers(remove_duplicate=False)]
+
+    @classmethod
+    def _signature(cls, model) -> tuple:
+        tensors = cls._tensors(model)
+        first: dict[int, int] = {}
+        ties = tuple(first.setdefault(id(t), i) for i, (_, t) in enumerate(tensors))
+        meta = tuple((n, type(t), t.shape, t.dtype, t.device, t.requires_grad) for n, t in tensors)
+        plain = tuple((k, v) for mod in model.modules() for k, v in vars(mod).items()
+                      if v is None or type(v) in (bool, int, float, str))
+        return meta, ties, plain
+
+    def take(self) -> torch.nn.Module:
+        """The working copy, equal to ``step.model`` in every parameter, buffer and plain
+        attribute, without gradients."""
+        if self.copy is not None and self._signature(self.copy) == self._sig:
+            with torch.no_grad():
+                for (_, dst), (_, src) in zip(self._tensors(self.copy), self._tensors(self.model)):
+                    dst.copy_(src)
+            for p in self.copy.parameters():
+                p.grad = None
+            return self.copy
+        self.copy = None
+        self.copy = copy.deepcopy(self.model)
+        return self.copy
+
+
 class _StepRaised(Exception):
     """SystemExit/KeyboardInterrupt-free wrapper for a step that called sys.exit()."""
 
 
 def _run(step: TrainingStep, device: str, mode: str, seed: int, *, keep: bool = False,
          stand_in: bool = False, round_to: str | None = None, init_scale: float = INIT_SCALE,
-         ref: _Raw | None = None) -> _Raw:
+         ref: _Raw | None = None, kernels: str = "emulated", bench: _Bench | None = None) -> _Raw:
     """One step on a deep copy of the model.
 
     ``keep``: keep grads and updates (a reference); else compare with ``ref`` as soon as the
     step is done. ``stand_in``: run on the stand-in device (float32 only). ``round_to``: the
     noise-floor run, float32 with parameters and inputs rounded to that mode's dtype.
+    ``kernels``: ``"emulated"`` computes CPU bfloat16/float16 GEMMs and convolutions in float32
+    (:mod:`devlint.runtime.emulate`), ``"native"`` runs PyTorch's CPU kernels. ``bench``:
+    where the model copy comes from (one copy restored in place between runs), else a deep copy.
     """
     raw = _Raw(device, mode)
+    if device == "cpu" and mode != "float32" and not round_to:
+        raw.kernels = kernels
+    emu = contextlib.ExitStack()
     model = None
     phase = "copying the model"
     tracker_parents: set = set()
     ctx = None
     try:
-        model = copy.deepcopy(step.model)
+        model = bench.take() if bench is not None and not stand_in else copy.deepcopy(step.model)
         batch = step.batch
         if mode == "float32" and any(p.dtype in _LOW for p in model.parameters()):
             model.float()  # the float32 run is float32 even for a model.half()
@@ -169,9 +223,13 @@ def _run(step: TrainingStep, device: str, mode: str, seed: int, *, keep: bool = 
 
         hook = optimizer.register_step_pre_hook(capture)
         model.zero_grad(set_to_none=True)
-        torch.manual_seed(seed)
+        if device == "cpu":  # the CPU generator only: torch.manual_seed queues lazy CUDA/XPU
+            torch.default_generator.manual_seed(seed)  # seeding, with a traceback, every call
+        else:
+            torch.manual_seed(seed)
         rng_before = torch.get_rng_state()
         phase = "step"
+        emu.enter_context(emulate.cpu_kernels(device, DTYPES[mode], kernels))
         with torch.autocast(device_type=amp_device, dtype=DTYPES[mode], enabled=mode != "float32"):
             if step.step_fn is not None:
                 loss = _scalar_loss(step.step_fn(model, batch, optimizer, scaler))
@@ -213,6 +271,7 @@ def _run(step: TrainingStep, device: str, mode: str, seed: int, *, keep: bool = 
         raw.adaptive = not isinstance(optimizer, torch.optim.SGD) or any(
             k not in _LINEAR_STATE for st in optimizer.state.values() for k in st)
         phase = "comparing"
+        emu.close()
 
         def cpu(t):
             return (t.elem if isinstance(t, standin.Tagged) else t).detach().to("cpu", torch.float32)
@@ -223,14 +282,14 @@ def _run(step: TrainingStep, device: str, mode: str, seed: int, *, keep: bool = 
                 before = round_trip(before, round_to)
             return cpu(p) - before
 
+        optimizer.state.clear()  # its buffers are not compared: free them first
         if keep:
             raw.grads = {n: None if g is None else cpu(g) for n, g in captured.items()}
             raw.updates = {n: update(n, p) for n, p in named}
         else:
-            updates = _LazyUpdates(named, update)
-            raw.errors = measure(ref.loss, ref.grads, ref.updates, raw.loss,
-                                 ((n, None if g is None else cpu(g)) for n, g in captured.items()),
-                                 updates, raw.lrs)
+            updates = {n: Delta(_elem(p), start[n], round_to) for n, p in named}
+            raw.errors = measure(ref.loss, ref.grads, ref.updates, raw.loss, captured.items(),
+                                 updates, raw.lrs, zeros=mode == "float16")
     except Exception as exc:  # noqa: BLE001 - every failure of the user's step is reported
         raw.error = _first_line(exc)
         text = str(exc)
@@ -249,30 +308,20 @@ def _run(step: TrainingStep, device: str, mode: str, seed: int, *, keep: bool = 
         raw.error_kind = "exit"
         raw.module = f"({phase})"
     finally:
+        emu.close()
         if ctx is not None:
             ctx.__exit__(None, None, None)
     return raw
 
 
-class _LazyUpdates(dict):
-    """Updates computed one parameter at a time, when :func:`measure` asks for them."""
-
-    def __init__(self, named, update):
-        super().__init__()
-        self._named = dict(named)
-        self._update = update
-
-    def __contains__(self, name):
-        return name in self._named
-
-    def __getitem__(self, name):
-        return self._update(name, self._named[name])
+def _elem(t: torch.Tensor) -> torch.Tensor:
+    return (t.elem if isinstance(t, standin.Tagged) else t).detach()
 
 
-def _settled(step, device, mode, seed, ref) -> _Raw:
+def _settled(step, device, mode, seed, ref, kernels: str = "emulated", bench=None) -> _Raw:
     """The float16 run with the GradScaler settled: the first scale 2**16 / 2**k (k <= 24)
     whose step is not skipped, found by bisection; ``skipped_steps = k``."""
-    raw = _run(step, device, mode, seed, ref=ref)
+    raw = _run(step, device, mode, seed, ref=ref, kernels=kernels, bench=bench)
     if raw.skipped_steps is None:
         if raw.scale is not None:
             raw.skipped_steps = 0
@@ -280,7 +329,8 @@ def _settled(step, device, mode, seed, ref) -> _Raw:
     lo, hi, best = 1, MAX_HALVINGS, None
     while lo <= hi:
         k = (lo + hi) // 2
-        trial = _run(step, device, mode, seed, ref=ref, init_scale=INIT_SCALE / 2 ** k)
+        trial = _run(step, device, mode, seed, ref=ref, init_scale=INIT_SCALE / 2 ** k,
+                     kernels=kernels, bench=bench)
         if trial.error or trial.nonfinite:
             return trial
         if trial.skipped_steps is None:
@@ -394,7 +444,8 @@ def _master_weights(step: TrainingStep) -> Finding | None:
 def _nonfinite_finding(step: TrainingStep, raw: _Raw, runs: dict, seed: int) -> Finding:
     dtype = DTYPES[raw.mode]
     try:
-        nf = probes.nonfinite_probe(step, raw.device, dtype, seed, scale=raw.scale or 1.0)
+        nf = probes.nonfinite_probe(step, raw.device, dtype, seed, scale=raw.scale or 1.0,
+                                    kernels=raw.kernels or "emulated")
     except Exception as exc:  # noqa: BLE001
         nf, why = None, _first_line(exc)
     else:
@@ -440,7 +491,8 @@ def _mismatch_finding(step, raw: _Raw, verdict: Verdict, seed: int, tol: Toleran
                "floor": verdict.floor, "loss_err": verdict.loss_err}
     if raw.mode != "float32":
         try:
-            unstable = probes.unstable_modules(step, raw.device, raw.mode, seed, k=tol.k)
+            unstable = probes.unstable_modules(step, raw.device, raw.mode, seed, k=tol.k,
+                                               kernels=raw.kernels or "emulated")
         except Exception:  # noqa: BLE001 - the diagnosis is best effort
             unstable = []
         if unstable:
@@ -534,21 +586,22 @@ def _deprecations(caught) -> list[Finding]:
     return out
 
 
-def _judge_run(step, raw: _Raw, ref: _Raw, tol: Tolerances, seed: int, cross_device: bool) -> Verdict:
+def _judge_run(step, raw: _Raw, ref: _Raw, tol: Tolerances, seed: int, cross_device: bool,
+               bench=None) -> Verdict:
     """Judge a finished run; measure the noise floor first when the quick bound is exceeded."""
     if raw.mode == "float32":
         return judge(raw.errors, "float32", tol, adaptive=raw.adaptive,
                      fixed_rtol=tol.float32_rtol if (cross_device or step.step_fn) else 1e-5)
     if not needs_floor(raw.errors, raw.mode, tol):
         return judge(raw.errors, raw.mode, tol, adaptive=raw.adaptive)
-    floor = _run(step, ref.device, "float32", seed, ref=ref, round_to=raw.mode)
+    floor = _run(step, ref.device, "float32", seed, ref=ref, round_to=raw.mode, bench=bench)
     if floor.errors is None:
         return judge(raw.errors, raw.mode, tol, adaptive=raw.adaptive)
     return judge(raw.errors, raw.mode, tol, floor=floor.errors, adaptive=raw.adaptive)
 
 
 def _check(step, devices, modes, tolerances, seed, extra_warnings=(), world_size=None,
-           target=None) -> Report:
+           target=None, cpu_kernels: str = "emulated") -> Report:
     if not isinstance(step, TrainingStep):
         raise TypeError(f"check_step needs a TrainingStep, got {type(step).__name__}")
     modes = list(dict.fromkeys(modes or MODES))
@@ -559,18 +612,20 @@ def _check(step, devices, modes, tolerances, seed, extra_warnings=(), world_size
     for d in devices:
         if d not in DEVICES:
             raise ValueError(f"unknown device {d!r}; use one of {', '.join(DEVICES)}")
+    if cpu_kernels not in emulate.CPU_KERNELS:
+        raise ValueError(f"unknown cpu_kernels {cpu_kernels!r}; use one of {', '.join(emulate.CPU_KERNELS)}")
     tols = resolve_tolerances(tolerances)
     dist, dist_caught = None, []
     if world_size is not None:  # first: its ranks fork from this process before CUDA starts here
         from .distributed import for_check_step
 
         dist, dist_caught = for_check_step(step, devices, seed, world_size, target)
-    report = Report(step.name, seed, torch.__version__)
+    report = Report(step.name, seed, torch.__version__, cpu_kernels=cpu_kernels)
     cuda = list(range(torch.cuda.device_count())) if torch.cuda.is_available() else []
     with torch.random.fork_rng(devices=cuda), warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", DeprecationWarning)
         warnings.simplefilter("always", FutureWarning)
-        _check_into(report, step, devices, modes, tols, seed)
+        _check_into(report, step, devices, modes, tols, seed, cpu_kernels)
     if dist is not None:
         report.runs += dist.runs
         report.findings += dist.findings
@@ -585,15 +640,16 @@ def _check(step, devices, modes, tolerances, seed, extra_warnings=(), world_size
     return report
 
 
-def _check_into(report: Report, step, devices, modes, tols, seed) -> None:
+def _check_into(report: Report, step, devices, modes, tols, seed, kernels: str = "emulated") -> None:
     mw = _master_weights(step)
     if mw:
         report.findings.append(mw)
     ref = _run(step, "cpu", "float32", seed, keep=True, stand_in=True)
+    bench = _Bench(step.model)
     placement = placement_findings(ref)
     report.findings.extend(placement)
     if ref.error:
-        plain = _run(step, "cpu", "float32", seed, keep=True)
+        plain = _run(step, "cpu", "float32", seed, keep=True, bench=bench)
         if plain.error is None and not plain.nonfinite and not placement:
             report.findings.append(Finding(
                 "probe-incomplete",
@@ -644,18 +700,18 @@ def _check_into(report: Report, step, devices, modes, tols, seed) -> None:
                     dev_ref = ref
                 continue
             if mode == "float16":
-                raw = _settled(step, device, mode, seed, dev_ref)
+                raw = _settled(step, device, mode, seed, dev_ref, kernels, bench)
             else:
-                raw = _run(step, device, mode, seed, ref=dev_ref)
+                raw = _run(step, device, mode, seed, ref=dev_ref, kernels=kernels, bench=bench)
             runs[(device, mode)] = raw
             report.runs.append(_row(step, raw, dev_ref, tols[mode], seed, cross and dev_ref is ref,
-                                    report, runs))
+                                    report, runs, bench))
 
 
 def _row(step, raw: _Raw, ref: _Raw, tol: Tolerances, seed: int, cross: bool, report: Report,
-         runs: dict) -> Run:
+         runs: dict, bench=None) -> Run:
     run = Run(raw.device, raw.mode, "ok", loss=raw.loss, skipped_steps=raw.skipped_steps,
-              scale=raw.scale, error=raw.error)
+              scale=raw.scale, error=raw.error, kernels=raw.kernels)
     if raw.error_kind == "unsupported":
         run.status = "unsupported"
         report.notes.append(f"{raw.device} {raw.mode} not checked: an op has no {raw.mode} kernel on "
@@ -687,7 +743,7 @@ def _row(step, raw: _Raw, ref: _Raw, tol: Tolerances, seed: int, cross: bool, re
                 f"run the step on {raw.device} in {raw.mode} directly to see the traceback",
                 module=raw.module, device=raw.device, mode=raw.mode))
         return run
-    verdict = _judge_run(step, raw, ref, tol, seed, cross)
+    verdict = _judge_run(step, raw, ref, tol, seed, cross, bench)
     run.loss_err, run.grad_err, run.floor = verdict.loss_err, verdict.grad_err, verdict.floor
     run.update_err, run.how, run.excluded = verdict.update_err, verdict.how, verdict.excluded
     raw.ok = verdict.ok
@@ -702,7 +758,7 @@ def _row(step, raw: _Raw, ref: _Raw, tol: Tolerances, seed: int, cross: bool, re
 
 
 def check_step(step: TrainingStep, devices=None, modes=None, tolerances=None, seed: int = 0,
-               world_size: int | None = None) -> Report:
+               world_size: int | None = None, cpu_kernels: str = "emulated") -> Report:
     """Replay ``step`` on every device and precision, judge each run, explain what breaks.
 
     Runs, each on a deep copy of ``step.model`` with a fresh optimizer and
@@ -736,6 +792,13 @@ def check_step(step: TrainingStep, devices=None, modes=None, tolerances=None, se
         world_size: also run the step under DDP (and FSDP) on this many processes and compare
             with one process (:func:`devlint.runtime.distributed.check_distributed`: gloo on
             the CPU, NCCL on CUDA); its rows, findings and notes join the report.
+        cpu_kernels: how the CPU bfloat16/float16 runs compute GEMMs and convolutions:
+            ``"emulated"`` (default) in float32 from the low-precision operands, the result
+            rounded once to the dtype, i.e. a GPU tensor-core GEMM's arithmetic
+            (:mod:`devlint.runtime.emulate`; CPUs without bf16/fp16 matrix units run the
+            native kernels 30x slower than float32); ``"native"``: PyTorch's own CPU
+            kernels. Every other op runs natively either way. Reported in
+            ``Report.cpu_kernels`` and each CPU row's ``Run.kernels``.
 
     Returns:
         a :class:`Report`; ``report.ok`` is True when every run that ran is within tolerance
@@ -743,7 +806,8 @@ def check_step(step: TrainingStep, devices=None, modes=None, tolerances=None, se
 
     Raises:
         TypeError: ``step`` is not a :class:`TrainingStep`, or bad ``tolerances``.
-        ValueError: an unknown device or mode name, ``world_size < 2``, or a batch that cannot
-            be split over ``world_size`` ranks.
+        ValueError: an unknown device or mode name or ``cpu_kernels`` value,
+            ``world_size < 2``, or a batch that cannot be split over ``world_size`` ranks.
     """
-    return _check(step, devices, modes, tolerances, seed, world_size=world_size)
+    return _check(step, devices, modes, tolerances, seed, world_size=world_size,
+                  cpu_kernels=cpu_kernels)

@@ -1,0 +1,173 @@
+"""What keeps a check cheap without changing its verdict: CPU low-precision GEMMs computed in
+float32 (devlint.runtime.emulate), one model copy restored between runs, chunked comparisons."""
+
+import importlib.util
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+from torch import nn  # noqa: E402
+
+from devlint.runtime import TrainingStep, check_step  # noqa: E402
+from devlint.runtime import runs  # noqa: E402
+from devlint.runtime.compare import CHUNK, Delta, measure  # noqa: E402
+from devlint.runtime.emulate import Float32Accumulate, cpu_kernels  # noqa: E402
+
+ZOO = Path(__file__).resolve().parents[1] / "fixtures" / "runtime" / "zoo.py"
+
+
+def _zoo():
+    spec = importlib.util.spec_from_file_location("devlint_runtime_zoo_cost", ZOO)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_emulated_matmul_is_float32_accumulation_rounded_once(dtype):
+    torch.manual_seed(0)
+    a, b = torch.randn(64, 300).to(dtype), torch.randn(300, 32).to(dtype)
+    bias = torch.randn(32).to(dtype)
+    with Float32Accumulate() as mode:
+        mm, addmm = a @ b, torch.addmm(bias, a, b)
+        x32 = torch.randn(4, 4) @ torch.randn(4, 4)  # float32: untouched
+        s = a.sum()  # not a GEMM: the native low-precision kernel
+    assert mode.ops == 2 and mm.dtype == addmm.dtype == s.dtype == dtype and x32.dtype == torch.float32
+    assert torch.equal(mm, (a.float() @ b.float()).to(dtype))
+    assert torch.equal(addmm, torch.addmm(bias.float(), a.float(), b.float()).to(dtype))
+    native = a @ b
+    u = torch.finfo(dtype).eps
+    assert float((mm.float() - native.float()).norm() / native.float().norm()) < 4 * u
+
+
+def test_emulated_convolution_and_its_backward():
+    torch.manual_seed(0)
+    conv = nn.Conv2d(3, 8, 3, padding=1)
+    x = torch.randn(2, 3, 8, 8)
+    grads = {}
+    for kind in ("native", "emulated"):
+        conv.zero_grad()
+        with cpu_kernels("cpu", torch.bfloat16, kind), torch.autocast("cpu", dtype=torch.bfloat16):
+            y = conv(x)
+        assert y.dtype == torch.bfloat16
+        y.float().square().sum().backward()
+        grads[kind] = conv.weight.grad.clone()
+    rel = float((grads["native"] - grads["emulated"]).norm() / grads["native"].norm())
+    assert 0 <= rel < 0.05
+
+
+def test_cpu_kernels_scope_and_bad_value():
+    assert isinstance(cpu_kernels("cpu", torch.float16), Float32Accumulate)
+    for args in (("cpu", torch.float32), ("cuda", torch.bfloat16), ("cpu", torch.bfloat16, "native")):
+        assert not isinstance(cpu_kernels(*args), Float32Accumulate)
+    with pytest.raises(ValueError, match="cpu_kernels"):
+        cpu_kernels("cpu", torch.bfloat16, "fast")
+
+
+def _grads(step, mode, kernels):
+    raw = runs._run(step, "cpu", mode, 0, keep=True, kernels=kernels)
+    assert raw.error is None and not raw.nonfinite, raw.error
+    return raw
+
+
+@pytest.mark.parametrize("name", ["nanogpt", "resnet_bn"])
+@pytest.mark.parametrize("mode", ["bfloat16", "float16"])
+def test_emulated_and_native_runs_agree_within_the_noise_floor(name, mode):
+    zoo = _zoo()
+    torch.manual_seed(0)
+    step = getattr(zoo, name)()
+    ref = runs._run(step, "cpu", "float32", 0, keep=True)
+    floor = runs._run(step, "cpu", "float32", 0, ref=ref, round_to=mode)
+    emu = runs._run(step, "cpu", mode, 0, ref=ref)
+    nat = runs._run(step, "cpu", mode, 0, ref=ref, kernels="native")
+    tol = runs.Tolerances()
+    f, e, n = (r.errors.model_error(tol) for r in (floor, emu, nat))
+    assert emu.kernels == "emulated" and nat.kernels == "native"
+    assert e <= tol.k * f and n <= tol.k * f, (e, n, f)
+    # the two differ from each other by about as much as each differs from float32
+    kept = _grads(step, mode, "emulated")
+    other = runs._run(step, "cpu", mode, 0, ref=kept, kernels="native")
+    between = other.errors.model_error(tol)
+    assert between <= 2 * max(e, n) + f, (between, e, n, f)
+
+
+def test_the_report_says_which_kernels_ran():
+    model = nn.Sequential(nn.Linear(10, 16), nn.ReLU(), nn.Linear(16, 2))
+    step = TrainingStep(model, (torch.randn(8, 10), torch.randint(0, 2, (8,))),
+                        lambda m, b: nn.functional.cross_entropy(m(b[0]), b[1]),
+                        lambda p: torch.optim.SGD(p, lr=0.1))
+    torch.manual_seed(0)
+    emu, nat = check_step(step, devices=["cpu"]), check_step(step, devices=["cpu"], cpu_kernels="native")
+    assert emu.ok and nat.ok
+    assert emu.cpu_kernels == "emulated" and nat.cpu_kernels == "native"
+    rows = {r.mode: r.kernels for r in nat.runs}
+    assert rows == {"float32": None, "bfloat16": "native", "float16": "native"}
+    assert json.loads(emu.to_json())["cpu_kernels"] == "emulated"
+    assert "as a GPU's tensor cores do" in str(emu) and "native cpu" not in str(emu)
+    with pytest.raises(ValueError, match="cpu_kernels"):
+        check_step(step, devices=["cpu"], cpu_kernels="fast")
+
+
+def test_cli_cpu_kernels_flag(capsys):
+    from devlint.runtime.cli import main
+
+    assert main(["--device", "cpu", "--cpu-kernels", "native", "--format", "json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["cpu_kernels"] == "native"
+    assert {r["kernels"] for r in data["runs"] if r["mode"] != "float32"} == {"native"}
+
+
+class _Counter(nn.Module):
+    """A forward whose result depends on a plain attribute it bumps: each run must start
+    from the original value (the reused model copy is deep-copied afresh)."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(6, 3)
+        self.calls = 0
+
+    def forward(self, x):
+        self.calls += 1
+        return self.fc(x) * self.calls
+
+
+def test_reused_model_copy_starts_every_run_from_the_original():
+    torch.manual_seed(0)
+    model = _Counter()
+    before = {n: p.detach().clone() for n, p in model.state_dict().items()}
+    step = TrainingStep(model, (torch.randn(8, 6), torch.randint(0, 3, (8,))),
+                        lambda m, b: nn.functional.cross_entropy(m(b[0]), b[1]),
+                        lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9))
+    r = check_step(step, devices=["cpu"])
+    assert r.ok, str(r)
+    assert model.calls == 0 and all(torch.equal(before[n], t) for n, t in model.state_dict().items())
+    bench = runs._Bench(model)
+    a = bench.take()
+    with torch.no_grad():
+        a.fc.weight.add_(1.0)
+    a.fc.weight.grad = torch.ones_like(a.fc.weight)
+    b = bench.take()
+    assert b is a and b.fc.weight.grad is None and torch.equal(b.fc.weight, model.fc.weight)
+    b.calls = 5
+    assert bench.take() is not b  # a plain attribute changed: a fresh deep copy
+
+
+def test_chunked_measure_equals_the_direct_computation():
+    torch.manual_seed(0)
+    n = CHUNK * 2 + 123
+    ref_g, ref_u = torch.randn(n), torch.randn(n)
+    before = torch.randn(n)
+    g = ref_g + 1e-3 * torch.randn(n)
+    g[:50] = 0
+    after = before + ref_u + 1e-2 * torch.randn(n)
+    e = measure(1.0, {"w": ref_g}, {"w": ref_u}, 1.0, [("w", g)], {"w": Delta(after, before)}, {"w": 0.1})
+    p = e.params["w"]
+    assert math.isclose(p.grad, float((g - ref_g).double().norm() / ref_g.double().norm()), rel_tol=1e-4)
+    assert math.isclose(p.update, float(((after - before) - ref_u).double().norm() / ref_u.double().norm()),
+                        rel_tol=1e-4)
+    assert p.zeros == 50
+    g[7] = float("nan")
+    assert measure(1.0, {"w": ref_g}, {}, 1.0, [("w", g)]).params["w"].grad == math.inf
