@@ -122,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--models", nargs="*", help="zoo function names (default: every correct model)")
     parser.add_argument("--repeats", type=int, default=3, help="interleaved plain/check pairs (default 3)")
     parser.add_argument("--threads", type=int, default=0, help="torch.set_num_threads in the child (0: torch's default)")
-    parser.add_argument("--cpu-kernels", choices=["emulated", "native"], default="emulated")
+    parser.add_argument("--cpu-kernels", choices=["auto", "emulated", "native"], default="auto")
     parser.add_argument("--output", help="also write the table as Markdown to this file (appended)")
     parser.add_argument("--cli", action="store_true", help="also time devlint runtime on the reference step")
     args = parser.parse_args(argv)

@@ -14,7 +14,7 @@ from torch import nn  # noqa: E402
 from devlint.runtime import TrainingStep, check_step  # noqa: E402
 from devlint.runtime import runs  # noqa: E402
 from devlint.runtime.compare import CHUNK, Delta, measure  # noqa: E402
-from devlint.runtime.emulate import Float32Accumulate, cpu_kernels  # noqa: E402
+from devlint.runtime.emulate import Float32Accumulate, cpu_kernels, resolve  # noqa: E402
 
 ZOO = Path(__file__).resolve().parents[1] / "fixtures" / "runtime" / "zoo.py"
 
@@ -38,6 +38,9 @@ def test_emulated_matmul_is_float32_accumulation_rounded_once(dtype):
     assert mode.ops == 2 and mm.dtype == addmm.dtype == s.dtype == dtype and x32.dtype == torch.float32
     assert torch.equal(mm, (a.float() @ b.float()).to(dtype))
     assert torch.equal(addmm, torch.addmm(bias.float(), a.float(), b.float()).to(dtype))
+    with Float32Accumulate() as mode, pytest.raises(RuntimeError):
+        a @ b.float()  # mixed dtypes raise as natively
+    assert mode.ops == 0
     native = a @ b
     u = torch.finfo(dtype).eps
     assert float((mm.float() - native.float()).norm() / native.float().norm()) < 4 * u
@@ -100,15 +103,29 @@ def test_the_report_says_which_kernels_ran():
                         lambda m, b: nn.functional.cross_entropy(m(b[0]), b[1]),
                         lambda p: torch.optim.SGD(p, lr=0.1))
     torch.manual_seed(0)
-    emu, nat = check_step(step, devices=["cpu"]), check_step(step, devices=["cpu"], cpu_kernels="native")
+    emu = check_step(step, devices=["cpu"], cpu_kernels="emulated")
+    nat = check_step(step, devices=["cpu"], cpu_kernels="native")
     assert emu.ok and nat.ok
     assert emu.cpu_kernels == "emulated" and nat.cpu_kernels == "native"
     rows = {r.mode: r.kernels for r in nat.runs}
     assert rows == {"float32": None, "bfloat16": "native", "float16": "native"}
     assert json.loads(emu.to_json())["cpu_kernels"] == "emulated"
-    assert "as a GPU's tensor cores do" in str(emu) and "native cpu" not in str(emu)
+    assert "as a GPU's tensor cores do" in str(emu) and "own cpu" in str(nat)
     with pytest.raises(ValueError, match="cpu_kernels"):
         check_step(step, devices=["cpu"], cpu_kernels="fast")
+
+
+def test_auto_emulates_only_models_big_enough_for_it_to_pay():
+    small = nn.Linear(16, 16)
+    big = nn.Sequential(nn.Linear(16, 256), nn.Linear(256, 256))  # 65536-element weight
+    assert resolve("auto", small) == "native" and resolve("auto", big) == "emulated"
+    assert resolve("emulated", small) == "emulated" and resolve("native", big) == "native"
+    step = TrainingStep(big, (torch.randn(4, 16), torch.randn(4, 256)),
+                        lambda m, b: nn.functional.mse_loss(m(b[0]), b[1]),
+                        lambda p: torch.optim.SGD(p, lr=0.01))
+    torch.manual_seed(0)
+    r = check_step(step, devices=["cpu"])
+    assert r.ok and r.cpu_kernels == "emulated", str(r)
 
 
 def test_cli_cpu_kernels_flag(capsys):

@@ -1,5 +1,6 @@
 """The runtime checker on real architectures: every correct model passes, every planted bug is
-caught and named (fixtures/runtime/zoo.py). CPU only; tiny configs keep this to ~2 minutes."""
+caught and named (fixtures/runtime/zoo.py), with native and with emulated CPU low-precision GEMMs.
+CPU only; tiny configs keep this to ~4 minutes."""
 
 import importlib.util
 from pathlib import Path
@@ -17,9 +18,14 @@ zoo = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(zoo)
 
 
-def _report(factory):
+def _report(factory, kernels="auto"):
     torch.manual_seed(0)
-    return check_step(factory(), devices=["cpu"])
+    return check_step(factory(), devices=["cpu"], cpu_kernels=kernels)
+
+
+#: "auto" runs the CI-sized zoo on the native CPU kernels; "emulated" checks that float32-
+#: accumulating GEMMs/convolutions (devlint.runtime.emulate) give the same verdicts.
+KERNELS = ["auto", "emulated"]
 
 
 def test_the_zoo_is_large_enough():
@@ -28,9 +34,11 @@ def test_the_zoo_is_large_enough():
     assert len(zoo.PLANTED) >= 8
 
 
+@pytest.mark.parametrize("kernels", KERNELS)
 @pytest.mark.parametrize("factory", zoo.CORRECT, ids=lambda f: f.__name__)
-def test_correct_model_passes(factory):
-    r = _report(factory)
+def test_correct_model_passes(factory, kernels):
+    r = _report(factory, kernels)
+    assert r.cpu_kernels == ("emulated" if kernels == "emulated" else "native")
     assert r.ok, str(r)
     rows = {run.mode: run for run in r.runs if run.device == "cpu"}
     assert [rows[m].status for m in ("float32", "bfloat16", "float16")] == ["reference", "ok", "ok"]
@@ -38,10 +46,11 @@ def test_correct_model_passes(factory):
     assert not [f for f in r.findings if f.kind == "probe-incomplete"]
 
 
+@pytest.mark.parametrize("kernels", KERNELS)
 @pytest.mark.parametrize("factory", list(zoo.PLANTED), ids=lambda f: f.__name__)
-def test_planted_bug_is_caught_and_named(factory):
+def test_planted_bug_is_caught_and_named(factory, kernels):
     kind, module, name = zoo.PLANTED[factory]
-    r = _report(factory)
+    r = _report(factory, kernels)
     assert not r.ok
     found = [f for f in r.errors if f.kind == kind]
     assert found, str(r)
@@ -53,16 +62,18 @@ def test_planted_bug_is_caught_and_named(factory):
         assert {f.kind for f in r.errors} == {"device-placement"}, str(r)
 
 
-def test_unstable_module_is_named_and_bfloat16_is_not_called_clean():
-    r = _report(zoo.gpt_bf16_unstable)
+@pytest.mark.parametrize("kernels", KERNELS)
+def test_unstable_module_is_named_and_bfloat16_is_not_called_clean(kernels):
+    r = _report(zoo.gpt_bf16_unstable, kernels)
     (mm,) = [f for f in r.findings if f.kind == "mismatch"]
     assert mm.mode == "bfloat16" and "NaiveNorm" in mm.message
     assert mm.details["floor"] < 0.05 < mm.details["grad_err"]
     assert all("bfloat16 runs clean" not in f.message for f in r.findings)
 
 
-def test_fp16_overflow_names_the_op_and_bfloat16_is_clean():
-    r = _report(zoo.gpt_fp16_overflow)
+@pytest.mark.parametrize("kernels", KERNELS)
+def test_fp16_overflow_names_the_op_and_bfloat16_is_clean(kernels):
+    r = _report(zoo.gpt_fp16_overflow, kernels)
     (f,) = [f for f in r.findings if f.kind == "non-finite"]
     assert f.op == "aten.mul.Tensor" and "bfloat16 runs clean" in f.message
     assert next(run for run in r.runs if run.mode == "bfloat16").status == "ok"

@@ -49,10 +49,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="parameters whose gradient RMS is below R times the model's are not "
                              "judged (default 1e-3)")
     parser.add_argument(
-        "--cpu-kernels", choices=["emulated", "native"], default="emulated",
-        help="cpu bfloat16/float16 matmuls and convolutions: emulated (default) computes them in "
-             "float32 from the low-precision operands and rounds once, as a GPU's tensor cores "
-             "do (fast on CPUs without bf16/fp16 units); native runs PyTorch's cpu kernels")
+        "--cpu-kernels", choices=["auto", "emulated", "native"], default="auto",
+        help="cpu bfloat16/float16 matmuls and convolutions: emulated computes them in float32 "
+             "from the low-precision operands and rounds once, as a GPU's tensor cores do (fast "
+             "on CPUs without bf16/fp16 units); native runs PyTorch's cpu kernels; auto "
+             "(default): emulated when the largest parameter has 65536 elements or more")
     parser.add_argument(
         "--world-size", type=_world_size, default=None, metavar="N",
         help="also run the step under DDP and FSDP on N local processes (gloo on the cpu, NCCL "
@@ -194,7 +195,7 @@ def run(args: argparse.Namespace) -> int:
             report = _check(step, args.device, getattr(args, "mode", None), tolerances, args.seed,
                             extra_warnings=loaded,
                             world_size=getattr(args, "world_size", None), target=args.target,
-                            cpu_kernels=getattr(args, "cpu_kernels", None) or "emulated")
+                            cpu_kernels=getattr(args, "cpu_kernels", None) or "auto")
     except TargetError as exc:
         print(f"{_PROG}: {exc}", file=sys.stderr)
         return 2

@@ -16,7 +16,9 @@ low-precision CPU kernel, so overflow, underflow and an unstable module in bfloa
 show as before: what changes is only the cost of the GEMMs, not which dtype values are held in.
 
 ``check_step(..., cpu_kernels="native")`` (CLI ``--cpu-kernels native``) turns this off and
-runs PyTorch's own CPU kernels.
+runs PyTorch's own CPU kernels; the default ``"auto"`` (:func:`resolve`) emulates only when the
+model is big enough for it to pay: a dispatch mode puts ~20 us of Python in front of every op,
+which on a tiny model (the CI zoo: 32-wide layers) costs more than its small native GEMMs.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ import contextlib
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-__all__ = ["HEAVY_OPS", "CPU_KERNELS", "Float32Accumulate", "cpu_kernels"]
+__all__ = ["HEAVY_OPS", "CPU_KERNELS", "AUTO_MIN_ELEMENTS", "Float32Accumulate", "cpu_kernels", "resolve"]
 
 _aten = torch.ops.aten
 #: The ops computed in float32 from low-precision operands (functional overloads only: an
@@ -37,21 +39,35 @@ HEAVY_OPS = frozenset({
     _aten.convolution.default, _aten._convolution.default, _aten.convolution_backward.default,
 })
 #: The values of ``check_step(cpu_kernels=...)``.
-CPU_KERNELS = ("emulated", "native")
+CPU_KERNELS = ("auto", "emulated", "native")
+#: ``"auto"`` emulates when the model's largest parameter has at least this many elements
+#: (a 256x256 weight). On the zoo (AVX2 EPYC, one thread) below it the emulated bfloat16 run
+#: costs 3-4 plain steps against 1.4-1.6 native (per-op dispatch overhead); at 8x the width
+#: native costs 8-13 and emulated ~1.5.
+AUTO_MIN_ELEMENTS = 1 << 16
 _LOW = (torch.bfloat16, torch.float16)
 
 
 def _low_dtype(args) -> torch.dtype | None:
-    """The dtype of the first CPU bfloat16/float16 tensor in ``args``, else None."""
+    """The dtype shared by every floating-point tensor in ``args`` when it is bfloat16 or
+    float16 and they are all on the CPU, else None (mixed dtypes run natively, so they raise
+    as the native op does)."""
+    found: set = set()
+    _dtypes(args, found)
+    if len(found) == 1:
+        ((dtype, device),) = found
+        if dtype in _LOW and device == "cpu":
+            return dtype
+    return None
+
+
+def _dtypes(args, found: set) -> None:
     for a in args:
         if isinstance(a, torch.Tensor):
-            if a.dtype in _LOW and a.device.type == "cpu":
-                return a.dtype
+            if a.is_floating_point():
+                found.add((a.dtype, a.device.type))
         elif isinstance(a, (list, tuple)):
-            found = _low_dtype(a)
-            if found is not None:
-                return found
-    return None
+            _dtypes(a, found)
 
 
 def _widen(obj, dtype):
@@ -91,9 +107,26 @@ class Float32Accumulate(TorchDispatchMode):
         return func(*args, **kwargs)
 
 
+def resolve(kind: str, model: torch.nn.Module) -> str:
+    """``"emulated"`` or ``"native"`` for a ``cpu_kernels`` value and a model: ``"auto"`` is
+    ``"emulated"`` when the largest parameter of ``model`` has at least
+    :data:`AUTO_MIN_ELEMENTS` elements, else ``"native"``.
+
+    Raises:
+        ValueError: ``kind`` is not one of :data:`CPU_KERNELS`.
+    """
+    if kind not in CPU_KERNELS:
+        raise ValueError(f"unknown cpu_kernels {kind!r}; use one of {', '.join(CPU_KERNELS)}")
+    if kind != "auto":
+        return kind
+    largest = max((p.numel() for p in model.parameters()), default=0)
+    return "emulated" if largest >= AUTO_MIN_ELEMENTS else "native"
+
+
 def cpu_kernels(device: str, dtype: torch.dtype, kind: str = "emulated"):
     """The context a run on ``device`` in ``dtype`` computes in: :class:`Float32Accumulate`
-    for ``kind="emulated"`` on the CPU in bfloat16/float16, else a no-op context.
+    for ``kind="emulated"`` on the CPU in bfloat16/float16, else a no-op context (``"auto"``
+    must be resolved first, :func:`resolve`; here it means native).
 
     Raises:
         ValueError: ``kind`` is not one of :data:`CPU_KERNELS`.

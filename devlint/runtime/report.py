@@ -101,7 +101,8 @@ _KERNELS = {
     "emulated": "matmuls and convolutions computed in float32 from the low-precision operands "
                 "and rounded once, as a GPU's tensor cores do (--cpu-kernels native: PyTorch's "
                 "cpu kernels)",
-    "native": "PyTorch's own cpu low-precision kernels (--cpu-kernels native)",
+    "native": "PyTorch's own cpu low-precision kernels (--cpu-kernels emulated: float32 "
+              "accumulation, as a GPU's tensor cores)",
 }
 
 
@@ -131,7 +132,8 @@ class Report:
         findings: the :class:`Finding` list, in the order found.
         notes: remarks that are not findings (for example a probe that could not finish).
         cpu_kernels: how the CPU low-precision runs computed GEMMs and convolutions,
-            ``"emulated"`` or ``"native"`` (see :func:`devlint.runtime.check_step`).
+            ``"emulated"`` or ``"native"`` (``"auto"`` resolved, see
+            :func:`devlint.runtime.check_step`).
     """
 
     step: str

@@ -601,7 +601,7 @@ def _judge_run(step, raw: _Raw, ref: _Raw, tol: Tolerances, seed: int, cross_dev
 
 
 def _check(step, devices, modes, tolerances, seed, extra_warnings=(), world_size=None,
-           target=None, cpu_kernels: str = "emulated") -> Report:
+           target=None, cpu_kernels: str = "auto") -> Report:
     if not isinstance(step, TrainingStep):
         raise TypeError(f"check_step needs a TrainingStep, got {type(step).__name__}")
     modes = list(dict.fromkeys(modes or MODES))
@@ -612,8 +612,7 @@ def _check(step, devices, modes, tolerances, seed, extra_warnings=(), world_size
     for d in devices:
         if d not in DEVICES:
             raise ValueError(f"unknown device {d!r}; use one of {', '.join(DEVICES)}")
-    if cpu_kernels not in emulate.CPU_KERNELS:
-        raise ValueError(f"unknown cpu_kernels {cpu_kernels!r}; use one of {', '.join(emulate.CPU_KERNELS)}")
+    cpu_kernels = emulate.resolve(cpu_kernels, step.model)
     tols = resolve_tolerances(tolerances)
     dist, dist_caught = None, []
     if world_size is not None:  # first: its ranks fork from this process before CUDA starts here
@@ -758,7 +757,7 @@ def _row(step, raw: _Raw, ref: _Raw, tol: Tolerances, seed: int, cross: bool, re
 
 
 def check_step(step: TrainingStep, devices=None, modes=None, tolerances=None, seed: int = 0,
-               world_size: int | None = None, cpu_kernels: str = "emulated") -> Report:
+               world_size: int | None = None, cpu_kernels: str = "auto") -> Report:
     """Replay ``step`` on every device and precision, judge each run, explain what breaks.
 
     Runs, each on a deep copy of ``step.model`` with a fresh optimizer and
@@ -793,12 +792,14 @@ def check_step(step: TrainingStep, devices=None, modes=None, tolerances=None, se
             with one process (:func:`devlint.runtime.distributed.check_distributed`: gloo on
             the CPU, NCCL on CUDA); its rows, findings and notes join the report.
         cpu_kernels: how the CPU bfloat16/float16 runs compute GEMMs and convolutions:
-            ``"emulated"`` (default) in float32 from the low-precision operands, the result
-            rounded once to the dtype, i.e. a GPU tensor-core GEMM's arithmetic
+            ``"emulated"`` in float32 from the low-precision operands, the result rounded
+            once to the dtype, i.e. a GPU tensor-core GEMM's arithmetic
             (:mod:`devlint.runtime.emulate`; CPUs without bf16/fp16 matrix units run the
-            native kernels 30x slower than float32); ``"native"``: PyTorch's own CPU
-            kernels. Every other op runs natively either way. Reported in
-            ``Report.cpu_kernels`` and each CPU row's ``Run.kernels``.
+            native kernels ~30x slower than float32); ``"native"``: PyTorch's own CPU
+            kernels; ``"auto"`` (default): emulated when the model's largest parameter has
+            at least :data:`devlint.runtime.emulate.AUTO_MIN_ELEMENTS` elements, else native.
+            Every other op runs natively either way. The choice made is in
+            ``Report.cpu_kernels`` and each CPU low-precision row's ``Run.kernels``.
 
     Returns:
         a :class:`Report`; ``report.ok`` is True when every run that ran is within tolerance

@@ -243,21 +243,27 @@ class StandIn(TorchDispatchMode):
             and not (t.dim() == 0 and t.device.type == "cpu")
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        kwargs = kwargs or {}
         self.ops += 1
-        flat = _flat(kwargs, _flat(args, []))
-        tagged = [t for t in flat if isinstance(t, Tagged)]
-        dev = kwargs.get("device")
-        to_stand_in = _is_stand_in(dev)
+        flat = _flat(args, [])
+        dev = None
+        if kwargs:
+            _flat(kwargs, flat)
+            dev = kwargs.get("device")
+        else:
+            kwargs = {}
+        tagged = []
+        untagged = []
+        for t in flat:
+            (tagged if isinstance(t, Tagged) else untagged).append(t)
+        to_stand_in = dev is not None and _is_stand_in(dev)
         if to_stand_in:
             kwargs = {**kwargs, "device": torch.device("cpu")}
-        real_meta = [t for t in flat if not isinstance(t, Tagged) and t.device.type == STAND_IN]
-        if real_meta:
+        if any(t.device.type == STAND_IN for t in untagged):
             raise RuntimeError(f"{func} got a tensor on the meta device without data (made outside "
                                "devlint's stand-in, e.g. by torch.empty(..., device='meta') before "
                                "the step)")
-        if tagged and func not in CPU_OK:
-            plain = [t for t in flat if self._plain(t) and t not in self.allowed]
+        if tagged and untagged and func not in CPU_OK:
+            plain = [t for t in untagged if self._plain(t) and t not in self.allowed]
             if plain and self.lenient:
                 for t in plain:
                     self.allowed[t] = True
@@ -267,7 +273,7 @@ class StandIn(TorchDispatchMode):
                     key = self.made.get(t)
                     key = ("id", id(t)) if key is None else key
                     self.mixes.append(Mix(str(func), module, key, list(t.shape), self.tracker.is_bw))
-        uargs, ukwargs = _unwrap((args, kwargs))
+        uargs, ukwargs = _unwrap((args, kwargs)) if tagged else (args, kwargs)
         try:
             out = func(*uargs, **ukwargs)
         except (NotImplementedError, RuntimeError) as exc:
@@ -277,15 +283,15 @@ class StandIn(TorchDispatchMode):
         if func is _aten._to_copy.default and dev is not None and not to_stand_in:
             return out  # .cpu() / .to("cpu"): untagged
         if tagged or to_stand_in:
-            return self._wrap(func, args, out)
+            return self._wrap(func, tagged, out)
         try:
             self._remember(func, flat, out)
         except Exception:  # bookkeeping must never break the user's step
             pass
         return out
 
-    def _wrap(self, func, args, out):
-        inputs = {id(t.elem): t for t in _flat(args, []) if isinstance(t, Tagged)}
+    def _wrap(self, func, tagged, out):
+        inputs = {id(t.elem): t for t in tagged}
 
         def wrap(t):
             if type(t) is not torch.Tensor:
