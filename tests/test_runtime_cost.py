@@ -188,3 +188,22 @@ def test_chunked_measure_equals_the_direct_computation():
     assert p.zeros == 50
     g[7] = float("nan")
     assert measure(1.0, {"w": ref_g}, {}, 1.0, [("w", g)]).params["w"].grad == math.inf
+
+
+def test_reference_keeps_updates_only_where_they_are_judged():
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(10, 16), nn.ReLU(), nn.Linear(16, 2))
+    batch = (torch.randn(8, 10), torch.randint(0, 2, (8,)))
+
+    def loss(m, b):
+        return nn.functional.cross_entropy(m(b[0]), b[1])
+
+    adam = TrainingStep(model, batch, loss, lambda p: torch.optim.AdamW(p, lr=1e-3))
+    sgd = TrainingStep(model, batch, loss, lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9))
+    assert runs._run(adam, "cpu", "float32", 0, keep=True).updates == {}
+    assert len(runs._run(sgd, "cpu", "float32", 0, keep=True).updates) == 4
+    ra, rs = check_step(adam, devices=["cpu"]), check_step(sgd, devices=["cpu"])
+    assert ra.ok and rs.ok
+    low = [r for r in ra.runs if r.mode != "float32"]
+    assert all(r.update_err is None and "updates not compared" in r.how for r in low)
+    assert all(r.update_err is not None for r in rs.runs if r.mode != "float32")

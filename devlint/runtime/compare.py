@@ -390,9 +390,10 @@ def judge(errors: Errors, mode: str, tol: Tolerances, floor: Errors | None = Non
     if not (ok_grad and ok_upd):
         worst = [(p.name, p.grad, limit) for p in share if p.sq_diff > 0][:20]
     if adaptive:
-        ups = [p.update_lr for p in judged.values() if p.update_lr is not None]
+        ups = [p.update_lr for p in judged.values() if p.update_lr is not None and not math.isnan(p.update_lr)]
         update_err = max(ups, default=None)
-        how += "; judged on gradients (adaptive optimizer: first update ~ lr*sign(g); update err in lr units)"
+        how += ("; judged on gradients (adaptive optimizer: first update ~ lr*sign(g)"
+                + ("; update err in lr units)" if ups else ", updates not compared)"))
     else:
         update_err = upd_err if upd_err is not None and not math.isnan(upd_err) else None
     loss_ok = errors.loss <= loss_limit
