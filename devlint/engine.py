@@ -544,13 +544,17 @@ def lint_module(
     ignore: Sequence[str] = (),
     rules: Sequence[type[Rule]] | None = None,
     tree: ast.Module | list[int] | None = None,
+    positions: dict | None = None,
 ) -> list[Finding]:
     """Findings of the selected rules in an already-parsed libcst ``module`` whose source is
     ``text`` (``module.code == text``), sorted by position; no pre-screen, no pre-check.
 
     For callers that keep their own parse (the language server's per-statement cache). Never
     raises: an internal failure gives one ``DEV000`` naming it. ``tree`` is as for :func:`lint`
-    (or the first lines of its top-level statements)."""
+    (or the first lines of its top-level statements). ``positions``, a dict the caller keeps
+    between calls on the same document, memoises the positions of each top-level statement
+    that had findings (see :func:`_positions`); a caller that re-uses unchanged statement nodes
+    (immutable) then never renders them again."""
     rules = enabled_rules(select, ignore) if rules is None else rules
     if not rules:
         return []
@@ -559,7 +563,7 @@ def lint_module(
     gc.disable()
     try:
         sys.setrecursionlimit(max(limit, 20000))  # libcst's codegen recurses per nesting level
-        return _analyse(module, path, text, rules, tree)
+        return _analyse(module, path, text, rules, tree, positions)
     except Exception as exc:  # noqa: BLE001 - one bad file never aborts a run
         return [Finding(path, 1, 0, PARSE_ERROR, f"could not analyse: {type(exc).__name__}: {exc}", 1, 0)]
     finally:
@@ -638,14 +642,18 @@ def _syntax_error(text: str, exc: cst.ParserSyntaxError) -> tuple[int, int, str]
     return max(exc.raw_line, 1), max(exc.raw_column, 0), reason
 
 
-def _positions(module: cst.Module, text: str, wanted: dict[int, list], tree: ast.Module | None):
+def _positions(module: cst.Module, text: str, wanted: dict[int, list], tree: ast.Module | None,
+               memo: dict | None = None):
     """Node -> CodeRange for the reported nodes only.
 
     ``wanted`` maps a top-level statement index to the nodes reported in it. Each such
     statement is rendered alone with libcst's ``PositionProvider`` and shifted by its first
     line, taken from the stdlib ``ast`` (about 10x cheaper to parse than libcst); without a
     usable ``ast`` the whole module is rendered. ``tree`` may also be the list of first lines of
-    the ``ast``'s top-level statements (:func:`_top_starts`)."""
+    the ``ast``'s top-level statements (:func:`_top_starts`). ``memo`` (``id(statement)`` ->
+    the statement, the module's indent and newline, its rendered positions) keeps the rendering
+    of each statement for the next call: the positions inside a statement rendered alone depend
+    only on that (immutable) node and on the module's default indent and newline."""
     if tree is None:
         try:
             tree = ast.parse(text)
@@ -665,10 +673,17 @@ def _positions(module: cst.Module, text: str, wanted: dict[int, list], tree: ast
     if not starts:
         return MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
     found = {}
+    style = (module.default_indent, module.default_newline)
     for index, nodes in wanted.items():
         statement = module.body[index]
-        single = module.with_changes(body=[statement], header=(), footer=())
-        where = MetadataWrapper(single, unsafe_skip_copy=True).resolve(PositionProvider)
+        kept = memo.get(id(statement)) if memo is not None else None
+        if kept is not None and kept[0] is statement and kept[1] == style:
+            where = kept[2]
+        else:
+            single = module.with_changes(body=[statement], header=(), footer=())
+            where = MetadataWrapper(single, unsafe_skip_copy=True).resolve(PositionProvider)
+            if memo is not None:
+                memo[id(statement)] = (statement, style, where)
         decorators = getattr(statement, "decorators", None)
         shift = starts[index] - where[decorators[0] if decorators else statement].start.line
         for node in nodes:
@@ -733,7 +748,8 @@ def _position(starts: list[int], at: int) -> tuple[int, int]:
     return line, at - starts[line - 1]
 
 
-def _analyse(module: cst.Module, path: str, text: str, rules: Sequence[type[Rule]], tree=None) -> list[Finding]:
+def _analyse(module: cst.Module, path: str, text: str, rules: Sequence[type[Rule]], tree=None,
+             memo: dict | None = None) -> list[Finding]:
     ctx = Context(path, text)
     analyses: list[Analysis] = []
     for rule in rules:
@@ -751,7 +767,7 @@ def _analyse(module: cst.Module, path: str, text: str, rules: Sequence[type[Rule
         wanted.setdefault(index, []).append(node)
         if fix is not None:
             wanted[index].extend(n for n, _ in fix.replacements)
-    positions = _positions(module, text, wanted, tree)
+    positions = _positions(module, text, wanted, tree, memo)
     findings = set()
     starts: list[int] = []
     for rule, node, message, fix, _ in ctx.reports:

@@ -6,13 +6,16 @@ cell gets its own diagnostics) is linted with the settings of its own ``pyprojec
 (``select``/``ignore``, ``exclude``/``extend-exclude``, ``per-file-ignores``; found per file and
 read again when it changes) and ``# noqa``, exactly as ``devlint check`` lints it.
 
-Never behind the typing: lints run on one worker thread, :data:`DEBOUNCE` seconds after the
-last change of a document (``initializationOptions: {"debounce": seconds}`` changes it); a lint whose text went stale while it ran is dropped (never
-published), so the latest text always wins and at most one lint runs. Requests (code actions,
+Never behind the typing: lints run on one worker thread, at most one at a time. A change
+starts a lint at once when none runs (:data:`DEBOUNCE` is 0; ``initializationOptions:
+{"debounce": seconds}`` waits that long after the last change instead); a change that arrives
+while a lint runs makes that lint stale: it stops at its next statement (never published) and
+the newest text is linted right after, so the latest text always wins. Requests (code actions,
 hover) are answered on the protocol thread meanwhile. Each document keeps a per-statement
 parse cache (:mod:`devlint.incremental`), so an edit re-parses only the statements it touches
-before the one traversal. While the text does not parse, the last good diagnostics of the
-lines that did not change stay, with one ``DEV000`` at the syntax error.
+before the one traversal, and the rendered positions of unchanged statements with findings.
+While the text does not parse, the last good diagnostics of the lines that did not change
+stay, with one ``DEV000`` at the syntax error.
 
 Code actions: apply a finding's fix (an unsafe one is labelled so), ``source.fixAll.devlint``
 (every safe fix in the file), and add ``# noqa: CODE`` (merged into an existing ``# noqa``, see
@@ -31,6 +34,7 @@ import os
 import threading
 import time
 from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
 from typing import Callable, Sequence
 
@@ -45,8 +49,30 @@ from .runner import SKIP_DIRS, is_excluded
 
 logger = logging.getLogger(__name__)
 
-#: Seconds between a document's last change and its lint (a burst of keystrokes is one lint).
-DEBOUNCE = 0.05
+#: Seconds between a document's last change and its lint. 0: a change is linted at once when
+#: no lint runs; changes that arrive during a lint coalesce into one lint of the newest text
+#: (the stale lint stops at its next statement), so a burst of keystrokes costs at most one
+#: lint after its last key.
+DEBOUNCE = 0.0
+
+
+class Cancelled(BaseException):
+    """Raised inside a lint whose text went stale (see ``lint_text(cancelled=...)``). A
+    ``BaseException``, so that the engine's guard against internal errors (which turns any
+    ``Exception`` into a ``DEV000``) lets it through."""
+
+
+def _watcher(cancelled: Callable[[], bool]):
+    """A participant of the engine's one traversal that raises :class:`Cancelled` at the
+    first statement visited after ``cancelled()`` turns true. It reports nothing."""
+    from .rule import Participant
+
+    def check(self, node) -> None:
+        if cancelled():
+            raise Cancelled()
+
+    names = ("SimpleStatementLine", "FunctionDef", "ClassDef", "If", "For", "While", "With", "Try", "TryStar", "Match")
+    return type("StaleLintWatcher", (Participant,), {f"visit_{n}": check for n in names})
 
 #: Where each rule's docs live (an anchor per code in ``docs/rules.md``).
 DOCS_URL = "https://pypi.org/project/devlint/#{anchor}"
@@ -137,6 +163,8 @@ class DocumentState:
     cache: StatementCache = field(default_factory=StatementCache)
     good_text: str | None = None
     good_findings: list[Finding] = field(default_factory=list)
+    #: rendered positions of top-level statements with findings (``lint_module(positions=)``)
+    positions: dict = field(default_factory=dict)
 
 
 def _clean(text: str) -> str:
@@ -180,12 +208,15 @@ def _moved(finding: Finding, shift: int) -> Finding:
 
 
 def lint_text(text: str, path: str | None, state: DocumentState, settings: Settings | None = None,
-              log: Callable[[str], None] = logger.warning) -> list[Finding]:
+              log: Callable[[str], None] = logger.warning,
+              cancelled: Callable[[], bool] | None = None) -> list[Finding]:
     """Findings of one editor buffer, as ``devlint check`` reports them for that file (its
     settings, ``# noqa``), re-using ``state``'s parse of unchanged statements.
 
     When ``text`` does not parse: the previous good findings on unchanged lines plus one
-    ``DEV000`` at the syntax error. Never raises on any text."""
+    ``DEV000`` at the syntax error. Never raises on any text, except :class:`Cancelled` when
+    ``cancelled()`` (polled after the parse and at every statement of the traversal) turns
+    true; ``state`` stays usable then (its cache holds the parse of ``text``)."""
     name = path or "<buffer>"
     select, ignore, dropped = ["DEV"], [], ()
     if path and settings is not None:
@@ -215,7 +246,15 @@ def lint_text(text: str, path: str | None, state: DocumentState, settings: Setti
             error = Finding(name, 1, 0, PARSE_ERROR, f"could not parse: {type(exc).__name__}: {exc}", 1, 0)
         kept = carried(state.good_text, state.good_findings, clean) if state.good_text is not None else []
         return sorted([*(f for f in kept if f.code != PARSE_ERROR), error])
-    findings = lint_module(module, body, name, rules=rules, tree=state.cache.ast_stand_in())
+    if cancelled is not None:
+        if cancelled():
+            raise Cancelled()
+        rules = [*rules, _watcher(cancelled)]
+    findings = lint_module(module, body, name, rules=rules, tree=state.cache.ast_stand_in(), positions=state.positions)
+    if state.positions:
+        alive = {id(statement) for statement in module.body}
+        for key in [k for k in state.positions if k not in alive]:
+            del state.positions[key]
     findings = noqa.apply(sorted([*skipped, *findings]), clean)
     if dropped:
         findings = [f for f in findings if not f.code.startswith(dropped)]
@@ -230,14 +269,14 @@ def lint_document(source: str, path: str | None) -> list[Finding]:
 
 def notebook_findings(cells: Sequence[str], path: str | None, state: DocumentState,
                       settings: Settings | None = None, log: Callable[[str], None] = logger.warning,
-                      ) -> list[list[Finding]]:
+                      cancelled: Callable[[], bool] | None = None) -> list[list[Finding]]:
     """Findings of each code cell of a notebook (cell-relative lines; a fix whose edits span
     cells is dropped), the cells linted as one program (:meth:`devlint.notebook.Notebook.program`)."""
     text, where = Notebook(tuple(cells)).program()
     per_cell: list[list[Finding]] = [[] for _ in cells]
     if not where:
         return per_cell
-    for finding in lint_text(text, path, state, settings, log):
+    for finding in lint_text(text, path, state, settings, log, cancelled):
         line = min(max(finding.line, 1), len(where))
         cell, row = where[line - 1]
         end_cell, end_row = where[min(max(finding.end_line or line, 1), len(where)) - 1]
@@ -311,8 +350,10 @@ class Job:
 class Linter:
     """One daemon thread that runs :class:`Job` s: the one due first, each key's newest only.
 
-    ``run(job)`` lints; ``done(job, result, stale)`` is called (on the worker thread) after
-    each lint, ``stale`` when a newer job for the same key arrived meanwhile."""
+    ``run(job)`` lints (it may poll :meth:`superseded` and give up, raising
+    :class:`Cancelled`); ``done(job, result, stale)`` is called (on the worker thread) after
+    each lint, ``stale`` when a newer job for the same key arrived meanwhile (``result`` is
+    ``None`` for a lint that gave up)."""
 
     def __init__(self, run: Callable[[Job], object], done: Callable[[Job, object, bool], None]) -> None:
         self._run, self._done = run, done
@@ -339,6 +380,11 @@ class Linter:
         with self._cond:
             return key in self._jobs
 
+    def superseded(self, job: Job) -> bool:
+        """Is ``job`` stale: a newer job of its key queued, or the worker stopping? (Cheap and
+        lock-free: the lint polls it at every statement.)"""
+        return self._stopped or job.key in self._jobs
+
     def stop(self) -> None:
         with self._cond:
             self._stopped = True
@@ -361,6 +407,8 @@ class Linter:
                         self._cond.wait()
             try:
                 result = self._run(job)
+            except Cancelled:
+                result = None
             except Exception:  # noqa: BLE001 - the server outlives any one lint
                 logger.exception("devlint: lint of %s failed", job.key)
                 continue
@@ -466,11 +514,12 @@ def build_server():
         state = states.get(job.key)
         if state is None:  # closed meanwhile
             return None
+        stale = partial(linter.superseded, job)
         if job.notebook:
-            per_cell = notebook_findings([text for _, text in job.docs], job.path, state, settings, log)
+            per_cell = notebook_findings([text for _, text in job.docs], job.path, state, settings, log, stale)
             return [(uri, text, found) for (uri, text), found in zip(job.docs, per_cell)]
         uri, text = job.docs[0]
-        return [(uri, text, lint_text(text, job.path, state, settings, log))]
+        return [(uri, text, lint_text(text, job.path, state, settings, log, stale))]
 
     def done(job: Job, result, stale: bool) -> None:
         if loop_holder:

@@ -153,8 +153,7 @@ def apply_edits(text: str, edits: list[dict]) -> str:
 @pytest.fixture
 def client(tmp_path):
     c = Client()
-    c.request("initialize", {"processId": None, "rootUri": tmp_path.as_uri(), "capabilities": {},
-                             "initializationOptions": {"debounce": 0.05}})
+    c.request("initialize", {"processId": None, "rootUri": tmp_path.as_uri(), "capabilities": {}})  # no debounce
     c.send("initialized", {})
     yield c
     c.close()

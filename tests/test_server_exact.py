@@ -1,0 +1,104 @@
+"""The server's incremental lint (statement cache, memoised positions, cancellation) gives
+exactly the findings of a full lint (``devlint check``'s ``runner.check_source``) of the same
+text, on random edits of real files: PyTorch's own sources (installed with the test extra)
+and, where the benchmark downloaded it, ``transformers``' ``cache_utils.py``."""
+
+from __future__ import annotations
+
+import importlib.util
+import random
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from devlint.runner import check_source
+from devlint.server import Cancelled, DocumentState, lint_text
+
+from conftest import ROOT
+
+TORCH = Path(importlib.util.find_spec("torch").origin).parent if importlib.util.find_spec("torch") else None
+WHEELS = ROOT / "benchmarks" / ".cache" / "wheels"
+
+
+def real_files() -> list[tuple[str, str]]:
+    """(name, text) of real files with findings: torch's ``cuda/__init__.py`` (2k lines, 16
+    findings, fixes among them), ``utils/checkpoint.py``; ``transformers/cache_utils.py``
+    when its wheel is in ``benchmarks/.cache``."""
+    found = []
+    if TORCH is not None:
+        for name in ("cuda/__init__.py", "utils/checkpoint.py"):
+            if (TORCH / name).is_file():
+                found.append((f"torch/{name}", (TORCH / name).read_text(encoding="utf-8")))
+    for wheel in sorted(WHEELS.glob("transformers-4.46.3-*.whl")):
+        with zipfile.ZipFile(wheel) as archive:
+            found.append(("transformers/cache_utils.py", archive.read("transformers/cache_utils.py").decode()))
+    return found
+
+
+def typed(text: str, rng: random.Random) -> str:
+    """``text`` after one editor-like change: a character typed or deleted, a line added,
+    duplicated, deleted or re-indented, somewhere in the file (near a finding or not)."""
+    lines = text.split("\n")
+    k = rng.randrange(len(lines))
+    line = lines[k]
+    kind = rng.choice(("type", "type", "delete_char", "new_line", "duplicate", "delete_line", "indent", "cuda"))
+    if kind == "type":
+        at = rng.randrange(len(line) + 1)
+        lines[k] = line[:at] + rng.choice("x_( ):.#'\"") + line[at:]
+    elif kind == "delete_char" and line:
+        at = rng.randrange(len(line))
+        lines[k] = line[:at] + line[at + 1:]
+    elif kind == "new_line":
+        lines.insert(k, line[: len(line) - len(line.lstrip())] + rng.choice(("pass", "y = 1", "# note", "")))
+    elif kind == "duplicate":
+        lines.insert(k, line)
+    elif kind == "delete_line":
+        del lines[k]
+    elif kind == "indent":
+        lines[k] = "    " + line
+    else:
+        lines.insert(k, line[: len(line) - len(line.lstrip())] + "z = torch.zeros(1).cuda()")
+    return "\n".join(lines)
+
+
+def parses(text: str) -> bool:
+    try:
+        compile(text, "<edit>", "exec", dont_inherit=True)
+    except (SyntaxError, ValueError):
+        return False
+    return True
+
+
+FILES = real_files()
+
+
+@pytest.mark.skipif(not FILES, reason="no real files (torch is not installed)")
+@pytest.mark.parametrize("name", [name for name, _ in FILES])
+def test_random_edits_of_a_real_file_give_a_full_lints_findings(name):
+    text = dict(FILES)[name]
+    path = str(Path("/nonexistent-devlint-test") / name)  # no pyproject.toml: the defaults
+    rng = random.Random(name)
+    state = DocumentState()
+    assert lint_text(text, path, state) == check_source(text.encode(), path, ["DEV"], [])
+    compared = with_findings = cancelled = 0
+    for step in range(14):
+        new = typed(text, rng)
+        if not parses(new):
+            assert any(f.code == "DEV000" for f in lint_text(new, path, state))  # old findings stay meanwhile
+            continue
+        if step % 4 == 3:  # a lint given up half-way (a newer keystroke came) leaves the state usable
+            calls = iter(range(10**6))
+            with pytest.raises(Cancelled):
+                lint_text(new, path, state, cancelled=lambda: next(calls) > 40)
+            cancelled += 1
+            new = typed(new, rng)
+            if not parses(new):
+                continue
+        got = lint_text(new, path, state)
+        full = check_source(new.encode(), path, ["DEV"], [])
+        assert got == full, (name, step)
+        compared += 1
+        with_findings += bool(full)
+        text = new
+    assert compared >= 5 and with_findings >= 1 and cancelled >= 1
