@@ -6,10 +6,16 @@ parsed, each with the offset where its text (leading comments and blank lines in
 starts. For a new text it finds the common prefix and suffix with the old one, re-parses only
 the statements that the changed span touches (plus one neighbour on each side, so that a
 statement that grows into the next one, or a newline deleted between two, is seen), and
-rebuilds the :class:`libcst.Module` from the new nodes and the cached ones around them. The
-result equals ``libcst.parse_module(text)`` as source (its ``code`` is ``text``); whenever
-that cannot be guaranteed (the changed statements do not parse alone, the module's default
-newline or indentation would change, the lengths do not add up) the whole text is parsed.
+rebuilds the :class:`libcst.Module` from the new nodes and the cached ones around them. When
+the change lies inside the indented body of one compound statement (a ``class``, ``def``,
+``if``, ``for``, ``while``, ``with`` or ``try``; a method of a class, a statement of that
+method...), only the touched statements of the innermost such body are parsed, in a stand-in
+text that opens the same blocks (:func:`_reparse_inside`), and the compound statements around
+them are rebuilt with ``with_changes``: an edit in a 200-line class parses a few lines. The
+result equals ``libcst.parse_module(text)`` (node for node; its ``code`` is ``text``);
+whenever that cannot be guaranteed (the changed statements do not parse alone, the module's
+default newline or indentation would change, a comment could change hands, the lengths do not
+add up) the enclosing statement, or the whole text, is parsed.
 
 :meth:`StatementCache.ast_stand_in` gives the first line of every top-level statement in the
 form the engine takes as the stdlib ``ast`` of the text (``tree=``), which it only reads for
@@ -126,6 +132,16 @@ class StatementCache:
         end_new = (len(old_text) if at_end else starts[last + 1]) + delta
         if end_new < begin or end_new < prefix:
             return None
+        if first == last and isinstance(old.body[first], _OWNERS) and begin == starts[first]:
+            inside = _reparse_inside(old.body[first], old_text[begin:end_new - delta], text[begin:end_new],
+                                     prefix - begin, changed_end - begin, delta, old)
+            if inside is not None:
+                statement, reparsed = inside
+                line_delta = _line_count(text[begin:end_new]) - _line_count(old_text[begin:end_new - delta])
+                self.starts = [*starts[:first + 1], *(s + delta for s in starts[first + 1:])]
+                self.lines = [*self.lines[:first + 1], *(n + line_delta for n in self.lines[first + 1:])]
+                self.stats = ParseStats(reparsed, False)
+                return old.with_changes(body=[*old.body[:first], statement, *old.body[first + 1:]])
         piece = text[begin:end_new]
         try:
             part = cst.parse_module(piece)
@@ -177,6 +193,136 @@ class StatementCache:
                 node.decorator_list = [ast.Name(id="_", lineno=at, col_offset=0)]
             nodes.append(node)
         return ast.Module(body=nodes, type_ignores=[])
+
+
+#: Compound statements whose indented ``body`` :func:`_reparse_inside` descends into (not
+#: their ``else``, ``except`` or ``finally`` blocks).
+_OWNERS = (cst.FunctionDef, cst.ClassDef, cst.If, cst.For, cst.While, cst.With, cst.Try)
+#: How many blocks deep it descends (a statement in a method of a class is 2).
+_DEPTH = 6
+
+
+def _inner_starts(statements, tree_body, offsets: list[int]) -> tuple[list[int], list[int]] | None:
+    """Offsets (in the text that ``offsets`` index) where the text of each libcst statement of
+    a block starts, its leading lines and comments included, and where its first decorator or
+    keyword starts, from the block's stdlib ``ast`` statements ``tree_body``; ``None`` when the
+    two trees disagree."""
+    found, code, k, previous = [], [], 0, -1
+    for statement in statements:
+        if k >= len(tree_body):
+            return None
+        node = tree_body[k]
+        decorators = getattr(node, "decorator_list", None)
+        first = min(d.lineno for d in decorators) if decorators else node.lineno
+        line = first - len(statement.leading_lines)
+        if decorators:
+            line -= len(statement.decorators[0].leading_lines)
+        k += len(statement.body) if isinstance(statement, cst.SimpleStatementLine) else 1
+        if line <= previous or not 0 < line <= first <= len(offsets):
+            return None
+        found.append(offsets[line - 1])
+        code.append(offsets[first - 1])
+        previous = line
+    return (found, code) if k == len(tree_body) else None
+
+
+def _reparse_inside(statement: cst.BaseStatement, old_piece: str, new_piece: str, begin: int, end: int,
+                    delta: int, module: cst.Module) -> tuple[cst.BaseStatement, int] | None:
+    """``statement`` (a top-level ``def`` or ``class`` whose text was ``old_piece``) for its new
+    text ``new_piece``, which replaced ``old_piece[begin:end]`` (``delta`` characters longer),
+    re-parsing only the statements of its innermost indented body (down to :data:`_DEPTH`
+    levels: a method's statements) that the change touches, with one neighbour as at the top
+    level. Returns (the new statement, how many statements were parsed) or ``None`` (the
+    caller then parses the whole statement) when the change touches a header, the last
+    statement of a body (whose footer of comments may change hands), or anything that cannot
+    be proven to parse as it would in the whole text.
+
+    The touched statements are parsed in a stand-in text that opens the same chain of blocks
+    with the same indentation (``if 1:`` headers) and ends with a ``pass`` at their level, as
+    the unchanged statement after them does in the whole text: a comment that would move to
+    that statement, a block whose indentation differs or a parse error gives ``None``."""
+    try:
+        tree = ast.parse(old_piece)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    if len(tree.body) != 1:
+        return None
+    offsets = _line_offsets(old_piece)
+    default = module.default_indent
+    node, node_ast = statement, tree.body[0]
+    chain: list[tuple[cst.CSTNode, int]] = []  # (owner, index of the next owner in its body)
+    found = None
+    indent, opening = "", ""
+    for _ in range(_DEPTH):
+        if not isinstance(node, _OWNERS) or not isinstance(node.body, cst.IndentedBlock):
+            break
+        inner = node.body.body
+        located = _inner_starts(inner, node_ast.body, offsets)
+        if located is None:
+            break
+        starts, code = located
+        a = bisect.bisect_right(starts, begin) - 1
+        if a >= 0 and begin <= code[a]:
+            a -= 1  # typing in the blank lines above a statement may make them the one above's
+        if a < 0:
+            break
+        b = max(bisect.bisect_right(starts, max(end - 1, begin)) - 1, a)
+        if b + 1 < len(inner) and end >= starts[b + 1]:
+            b += 1
+        level = indent + (node.body.indent if node.body.indent is not None else default)
+        header = opening + indent + "if 1:" + module.default_newline
+        if b + 1 < len(inner):  # an unchanged statement follows in this body: it can be parsed here
+            found = ([*chain, (node, a)], a, b, starts[a], starts[b + 1], level, header)
+        if a != b:
+            break
+        chain.append((node, a))
+        opening, indent = header, level
+        node = inner[a]
+        node_ast = _ast_of(node_ast.body, inner, a)
+        if not isinstance(getattr(node_ast, "body", None), list):
+            break
+    if found is None:
+        return None
+    chain, a, b, start, stop, level, opening = found
+    newline = module.default_newline
+    stand_in = opening + new_piece[start:stop + delta] + level + "pass" + newline
+    try:
+        part = cst.parse_module(stand_in)
+    except Exception:  # noqa: BLE001 - the caller parses the whole statement
+        return None
+    if part.default_indent != default or part.default_newline != newline or part.header or part.footer:
+        return None
+    holder = part
+    for owner, _ in chain:
+        if len(holder.body) != 1 or not isinstance(holder.body[0], cst.If) or holder.body[0].orelse is not None:
+            return None
+        block = holder.body[0].body
+        if not isinstance(block, cst.IndentedBlock) or block.footer or block.indent != owner.body.indent:
+            return None
+        holder = block
+    *statements, last = holder.body
+    if (not isinstance(last, cst.SimpleStatementLine) or last.leading_lines or len(last.body) != 1
+            or not isinstance(last.body[0], cst.Pass)):
+        return None  # a comment of the touched text would belong to the statement after it
+    # rebuild the chain from the innermost body outwards
+    owner, _ = chain[-1]
+    inner = owner.body.body
+    replaced = owner.with_changes(body=owner.body.with_changes(body=[*inner[:a], *statements, *inner[b + 1:]]))
+    for (outer, index) in reversed(chain[:-1]):
+        body = outer.body.body
+        replaced = outer.with_changes(body=outer.body.with_changes(body=[*body[:index], replaced, *body[index + 1:]]))
+    return replaced, len(statements)
+
+
+def _ast_of(tree_body, statements, index: int):
+    """The stdlib ``ast`` node of the compound libcst statement ``statements[index]``."""
+    k = sum(len(s.body) if isinstance(s, cst.SimpleStatementLine) else 1 for s in statements[:index])
+    return tree_body[k] if k < len(tree_body) else None
+
+
+def _line_count(text: str) -> int:
+    """How many lines ``text`` has, newlines as Python's (``len(_line_offsets(text))``)."""
+    return text.count("\n") + 1 if "\r" not in text else len(_line_offsets(text))
 
 
 def _line_offsets(text: str) -> list[int]:

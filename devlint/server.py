@@ -215,8 +215,8 @@ def lint_text(text: str, path: str | None, state: DocumentState, settings: Setti
 
     When ``text`` does not parse: the previous good findings on unchanged lines plus one
     ``DEV000`` at the syntax error. Never raises on any text, except :class:`Cancelled` when
-    ``cancelled()`` (polled after the parse and at every statement of the traversal) turns
-    true; ``state`` stays usable then (its cache holds the parse of ``text``)."""
+    ``cancelled()`` (polled before and after the parse and at every statement of the
+    traversal) turns true; ``state`` stays usable then."""
     name = path or "<buffer>"
     select, ignore, dropped = ["DEV"], [], ()
     if path and settings is not None:
@@ -233,6 +233,8 @@ def lint_text(text: str, path: str | None, state: DocumentState, settings: Setti
     if not rules:
         state.good_text, state.good_findings = clean, []
         return []
+    if cancelled is not None and cancelled():
+        raise Cancelled()
     body, skipped = _defuse(clean, name)
     try:
         module = state.cache.parse(body)

@@ -10,8 +10,10 @@ import random
 import zipfile
 from pathlib import Path
 
+import libcst as cst
 import pytest
 
+from devlint.incremental import StatementCache
 from devlint.runner import check_source
 from devlint.server import Cancelled, DocumentState, lint_text
 
@@ -102,3 +104,29 @@ def test_random_edits_of_a_real_file_give_a_full_lints_findings(name):
         with_findings += bool(full)
         text = new
     assert compared >= 5 and with_findings >= 1 and cancelled >= 1
+
+
+@pytest.mark.skipif(TORCH is None, reason="torch is not installed")
+@pytest.mark.parametrize("name", ["amp/grad_scaler.py"])
+def test_random_edits_of_a_real_file_parse_as_the_whole_text_does(name):
+    """The statement cache (re-parsing only the touched statements of the innermost body) gives
+    the tree ``libcst.parse_module`` gives, node for node, or the same syntax error."""
+    text = (TORCH / name).read_text(encoding="utf-8")
+    rng = random.Random(name)
+    cache = StatementCache()
+    cache.parse(text)
+    compared = partial = 0
+    for _ in range(30):
+        new = typed(text, rng)
+        try:
+            expected = cst.parse_module(new)
+        except cst.ParserSyntaxError:
+            with pytest.raises(cst.ParserSyntaxError):
+                cache.parse(new)
+            continue
+        module = cache.parse(new)
+        assert module.code == new and module.deep_equals(expected), name
+        compared += 1
+        partial += not cache.stats.full
+        text = new
+    assert compared >= 15 and partial >= compared - 2

@@ -81,6 +81,37 @@ def test_an_edit_reparses_one_statement():
     assert not cache.stats.full and cache.stats.reparsed == 2 and len(module.body) == 50
 
 
+def test_an_edit_inside_a_method_reparses_that_statement_only():
+    methods = "".join(f"    def f{k}(self, x):\n        y = x + {k}\n        if y:\n            y += 1\n        return y\n\n" for k in range(30))
+    text = f"import torch\n\n\nclass A:\n{methods}\nz = 1\n"
+    cache = StatementCache()
+    cache.parse(text)
+    edits = [
+        text.replace("y = x + 7\n", "y = x + 77\n"),  # a statement of a method
+        text.replace("            y += 1\n        return y\n\n    def f4(", "            y += 2\n        return y\n\n    def f4("),
+        text.replace("    def f9(self", "    # a comment\n    def f9(self"),  # a comment above a method
+        text.replace("    def f9(self, x):\n        y = x + 9\n", "    def f9(self, x):\n        y = x + 9\n        # note\n"),
+        text.replace("        return y\n\n    def f12(", "        return y\n        z = 3\n\n    def f12("),  # a method's last line
+        text.replace("    def f3(self, x):\n        y = x + 3\n        if y:\n            y += 1\n        return y\n\n", ""),
+        text.replace("y = x + 5\n", "y = (x +\n"),  # does not parse
+    ]
+    inner = 0
+    for new in edits:
+        cache.parse(text)
+        try:
+            expected = cst.parse_module(new)
+        except cst.ParserSyntaxError:
+            with pytest.raises(cst.ParserSyntaxError):
+                cache.parse(new)
+            continue
+        module = cache.parse(new)
+        assert module.code == new and module.deep_equals(expected)
+        assert not cache.stats.full
+        inner += cache.stats.reparsed <= 2
+        assert lint_module(module, new, "a.py", tree=cache.ast_stand_in()) == lint(new, "a.py")
+    assert inner >= 4
+
+
 def test_prefix_and_suffix():
     assert common_prefix("abcdef", "abcxef") == 3 and common_suffix("abcdef", "abcxef", 3) == 2
     assert common_prefix("", "a") == 0 and common_suffix("aaa", "aaaa", 3) == 3
