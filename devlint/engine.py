@@ -18,6 +18,7 @@ import sys
 from typing import Iterable, Sequence
 
 import libcst as cst
+from libcst._nodes.base import CSTNode
 from libcst.metadata import CodePosition, CodeRange, MetadataWrapper, PositionProvider
 
 from . import guards
@@ -499,15 +500,37 @@ def _cuts(tree: ast.Module, size: int | None = None) -> list[int] | None:
     return cuts if len(cuts) > 1 else None
 
 
+_VALIDATE = CSTNode.__post_init__
+
+
+def _unvalidated(self) -> None:
+    """Stands for ``CSTNode.__post_init__`` while the parser builds a tree (see :func:`parse_module`)."""
+
+
+def parse_module(text: str) -> cst.Module:
+    """``libcst.parse_module(text)`` without libcst's per-node validation.
+
+    Every node libcst builds runs ``_validate`` (its ``__post_init__``), about a sixth of the
+    parse: checks that a node made by hand is well formed, which the parser's own nodes are
+    by construction (libcst's source says as much). It is switched off for the parse only and
+    always restored to libcst's own method, so a concurrent parse can at worst validate.
+    Raises what ``libcst.parse_module`` raises."""
+    CSTNode.__post_init__ = _unvalidated
+    try:
+        return cst.parse_module(text)
+    finally:
+        CSTNode.__post_init__ = _VALIDATE
+
+
 def _parse(text: str, cuts: list[int] | None) -> cst.Module:
-    """``libcst.parse_module(text)``, in pieces cut at ``cuts`` (see :data:`CHUNK_LINES`).
+    """``libcst.parse_module(text)`` (without validation, see :func:`parse_module`), in pieces cut at ``cuts`` (see :data:`CHUNK_LINES`).
 
     The pieces' statements are joined into one Module whose code is ``text``: a piece's header
     (and the previous piece's footer) go before its first statement. Where the pieces disagree
     on the default indentation (a block's indent is stored relative to it) or a piece fails,
     the text is parsed whole, which also reports any syntax error as before."""
     if not cuts:
-        return cst.parse_module(text)
+        return parse_module(text)
     lines = text.split("\n")
     bounds = [*cuts, len(lines)]
     try:
@@ -515,12 +538,12 @@ def _parse(text: str, cuts: list[int] | None) -> cst.Module:
         for i, (a, b) in enumerate(zip(bounds, bounds[1:])):
             last = i == len(bounds) - 2
             piece = "\n".join(lines[a:b]) + ("" if last else "\n")
-            modules.append(cst.parse_module(piece))
+            modules.append(parse_module(piece))
     except Exception:  # noqa: BLE001 - the whole text gives the same error with the right line
-        return cst.parse_module(text)
+        return parse_module(text)
     first = modules[0]
     if any(m.default_indent != first.default_indent or m.default_newline != first.default_newline for m in modules):
-        return cst.parse_module(text)
+        return parse_module(text)
     body, carried = [], []
     for i, m in enumerate(modules):
         statements = list(m.body)
@@ -532,7 +555,7 @@ def _parse(text: str, cuts: list[int] | None) -> cst.Module:
         body += statements
         carried += m.footer
     if not body:
-        return cst.parse_module(text)
+        return parse_module(text)
     return first.with_changes(body=body, footer=carried, has_trailing_newline=modules[-1].has_trailing_newline)
 
 
@@ -672,29 +695,84 @@ def _positions(module: cst.Module, text: str, wanted: dict[int, list], tree: ast
             starts = []
     if not starts:
         return MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
-    found = {}
-    style = (module.default_indent, module.default_newline)
+    found: dict = {}
+    missing: list = []
     for index, nodes in wanted.items():
-        statement = module.body[index]
-        kept = memo.get(id(statement)) if memo is not None else None
-        if kept is not None and kept[0] is statement and kept[1] == style:
-            where = kept[2]
-        else:
-            single = module.with_changes(body=[statement], header=(), footer=())
-            where = MetadataWrapper(single, unsafe_skip_copy=True).resolve(PositionProvider)
-            if memo is not None:
-                memo[id(statement)] = (statement, style, where)
-        decorators = getattr(statement, "decorators", None)
-        shift = starts[index] - where[decorators[0] if decorators else statement].start.line
-        for node in nodes:
-            code_range = where.get(node)
-            if code_range is None:  # reported after its statement was left: render it all
+        _place(module, index, starts[index], nodes, found, missing, memo)
+    if missing:  # reported with another statement's index (a fix that edits an import too)
+        located = _locate(module, {id(node) for node in missing})
+        regrouped: dict[int, list] = {}
+        for node in missing:
+            index = located.get(id(node))
+            if index is None:
                 return MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
-            found[node] = CodeRange(
-                CodePosition(code_range.start.line + shift, code_range.start.column),
-                CodePosition(code_range.end.line + shift, code_range.end.column),
-            )
+            regrouped.setdefault(index, []).append(node)
+        lost: list = []
+        for index, nodes in regrouped.items():
+            _place(module, index, starts[index], nodes, found, lost, memo)
+        if lost:  # pragma: no cover - _locate found them there
+            return MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
     return found
+
+
+def _place(module: cst.Module, index: int, start: int, nodes: list, found: dict, missing: list,
+           memo: dict | None = None) -> None:
+    """Positions of ``nodes`` found in top-level statement ``index`` (first line ``start``),
+    rendered alone (or taken from ``memo``, see :func:`_positions`), into ``found``; the nodes it
+    does not hold are appended to ``missing``."""
+    statement = module.body[index]
+    style = (module.default_indent, module.default_newline)
+    kept = memo.get(id(statement)) if memo is not None else None
+    if kept is not None and kept[0] is statement and kept[1] == style:
+        where = kept[2]
+    else:
+        single = module.with_changes(body=[statement], header=(), footer=())
+        where = MetadataWrapper(single, unsafe_skip_copy=True).resolve(PositionProvider)
+        if memo is not None:
+            memo[id(statement)] = (statement, style, where)
+    decorators = getattr(statement, "decorators", None)
+    shift = start - where[decorators[0] if decorators else statement].start.line
+    for node in nodes:
+        code_range = where.get(node)
+        if code_range is None:
+            missing.append(node)
+            continue
+        found[node] = CodeRange(
+            CodePosition(code_range.start.line + shift, code_range.start.column),
+            CodePosition(code_range.end.line + shift, code_range.end.column),
+        )
+
+
+def _locate(module: cst.Module, ids: set[int]) -> dict[int, int]:
+    """``id(node) -> index of the top-level statement holding it`` for the nodes whose ids
+    are given, found by a walk of the children (no code generation), which stops once all are
+    found."""
+    fields, walked, left, located = _FIELDS, _WALKED, set(ids), {}
+    for index, statement in enumerate(module.body):
+        stack = [statement]
+        while stack:
+            node = stack.pop()
+            if id(node) in left:
+                located[id(node)] = index
+                left.discard(id(node))
+                if not left:
+                    return located
+            kind = node.__class__
+            if kind is cst.FunctionDef or kind is cst.ClassDef:
+                stack.extend(node.decorators)
+            for name in fields.get(kind) or _fields(kind):
+                value = getattr(node, name)
+                cls = value.__class__
+                if cls is tuple or cls is list:
+                    for item in value:
+                        ok = walked.get(item.__class__)
+                        if ok or (ok is None and _walkable(item.__class__)):
+                            stack.append(item)
+                else:
+                    ok = walked.get(cls)
+                    if ok or (ok is None and _walkable(cls)):
+                        stack.append(value)
+    return located
 
 
 def _fix(pending, positions, module: cst.Module, text: str, starts: list[int]) -> Fix | None:
@@ -758,8 +836,22 @@ def _analyse(module: cst.Module, path: str, text: str, rules: Sequence[type[Rule
                 ctx._analyses[kind] = kind(ctx)
                 analyses.append(ctx._analyses[kind])
     participants = [_Core(ctx), *analyses, *(rule(ctx) for rule in rules)]
-    visit, leave = _tables(participants)
-    _walk(module, visit, leave, ctx)
+    try:
+        visit, leave = _tables(participants)
+        _walk(module, visit, leave, ctx)
+        return _findings(module, path, text, ctx, tree, memo)
+    finally:
+        # The analyses and the reported rules point back at ``ctx``: cut those cycles so that
+        # the tree is freed as soon as the caller drops it, not by a later collector pass over
+        # every node of it (the collector is off while a file is linted).
+        ctx._analyses.clear()
+        ctx.reports.clear()
+        ctx.scope = None
+        participants.clear()
+
+
+def _findings(module: cst.Module, path: str, text: str, ctx: Context, tree, memo: dict | None = None) -> list[Finding]:
+    """The reports of a walk as positioned findings, with their fixes."""
     if not ctx.reports:
         return []
     wanted: dict[int, list] = {}
