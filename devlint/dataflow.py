@@ -74,7 +74,7 @@ _PASSTHROUGH_ITER = frozenset({"tqdm", "iter", "list", "tuple", "sorted", "rever
 _MODEL_METHODS = frozenset({"generate", "forward", "encode"})
 #: wrappers that keep the placement of the module they wrap (DataParallel scatters: not here)
 _KEEPING_WRAPPERS = frozenset({"compile", "DistributedDataParallel", "FullyShardedDataParallel"})
-_LEGACY_CONSTRUCTORS = frozenset(
+LEGACY_CONSTRUCTORS = frozenset(
     "Tensor FloatTensor DoubleTensor HalfTensor BFloat16Tensor LongTensor IntTensor ShortTensor CharTensor ByteTensor BoolTensor".split()
 )
 _JOINS = frozenset({"stack", "cat", "concat", "concatenate", "vstack", "hstack", "dstack"})
@@ -695,7 +695,7 @@ class DeviceFlow(Analysis):
             if not isinstance(first, (cst.Integer, cst.Float, cst.UnaryOperation)):
                 base = self.value(first, env)  # torch.normal(mean_tensor, std): on mean's device
                 return V(base.kind) if base is not None and base.kind in TENSORS and not base.module else None
-        if short in _LEGACY_CONSTRUCTORS and call.args and not any(a.keyword is not None or a.star for a in call.args):
+        if short in LEGACY_CONSTRUCTORS and call.args and not any(a.keyword is not None or a.star for a in call.args):
             return V(CPU, (call,))  # torch.Tensor([...]), torch.FloatTensor(3, 4): always on the CPU
         if short in _JOINS and call.args and call.args[0].keyword is None:
             joined = self.value(call.args[0].value, env)  # torch.stack([torch.from_numpy(a) ...])

@@ -72,7 +72,7 @@ class Facts:
     """
 
     __slots__ = ("text", "tree", "methods", "functions", "attributes", "strings", "fstring_heads", "placed",
-                 "keywords", "defs", "classes", "class_names", "imported", "modules", "aliases", "units")
+                 "keywords", "defs", "classes", "class_names", "imported", "modules", "aliases", "units", "memo")
 
     def __init__(self, tree: ast.Module, text: str) -> None:
         self.text, self.tree = text, tree
@@ -184,6 +184,8 @@ class Facts:
         self.defs, self.classes, self.imported, self.modules, self.aliases = defs, classes, imported, modules, aliases
         self.class_names = {c.name for c in classes}
         self.units = units
+        #: what the predicates' helpers computed once for this file, by helper name
+        self.memo: dict[str, object] = {}
 
     # -- queries -------------------------------------------------------------------------------
     def resolve(self, node: ast.AST | None) -> set[str]:
@@ -284,13 +286,28 @@ def dotted(node: ast.AST | None) -> str | None:
 
 
 def arguments(call: ast.Call) -> list[ast.AST]:
-    """The argument expressions of a call, positional then keyword (``*a``/``**k`` included)."""
-    return [*call.args, *(kw.value for kw in call.keywords)]
+    """The argument expressions of a call, positional then keyword (``*a``/``**k`` included,
+    ``*a`` as ``a``, as libcst's ``Arg.value`` has it)."""
+    return [*(a.value if a.__class__ is ast.Starred else a for a in call.args), *(kw.value for kw in call.keywords)]
+
+
+_BLOCKS = ("body", "orelse", "finalbody", "handlers", "cases")
 
 
 def methods_of(cls: ast.ClassDef, name: str) -> list[ast.AST]:
-    """The ``def name`` statements directly in a class body."""
-    return [s for s in cls.body if s.__class__ in (ast.FunctionDef, ast.AsyncFunctionDef) and s.name == name]
+    """The ``def name`` statements of a class body, also under an ``if``/``try``/``with``/loop
+    there (the engine's scopes count those as methods too), not inside a nested def or class."""
+    found, stack = [], list(cls.body)
+    while stack:
+        s = stack.pop()
+        t = s.__class__
+        if t is ast.FunctionDef or t is ast.AsyncFunctionDef:
+            if s.name == name:
+                found.append(s)
+        elif t is not ast.ClassDef:
+            for field in _BLOCKS:
+                stack.extend(getattr(s, field, ()) or ())
+    return found
 
 
 def walk(node: ast.AST) -> Iterable[ast.AST]:
@@ -394,3 +411,58 @@ def builds_optimizer(facts: Facts) -> bool:
     )
 
 
+
+
+def top_functions(facts: Facts) -> set[str]:
+    """Names of the module-level ``def`` s (the functions the dataflow summarises)."""
+    return {s.name for s in facts.tree.body if s.__class__ in (ast.FunctionDef, ast.AsyncFunctionDef)}
+
+
+def resolves_to(call: ast.Call, facts: Facts, names: frozenset[str]) -> bool:
+    """May the callee of ``call`` resolve to one of ``names`` through the file's imports?"""
+    return not facts.resolve(call.func).isdisjoint(names)
+
+
+def torch_dtype(expr: ast.AST, facts: Facts, dtypes: frozenset[str]) -> bool:
+    """Is ``expr`` spelled ``torch.<dtype>`` (``torch.float16``) where every import of the file
+    binds that head to ``torch``, one of them a top-level ``import`` (so that the engine's import
+    table knows it before any use) and no top-level ``def``/``class`` shadows it?"""
+    if expr.__class__ is not _Attribute or expr.value.__class__ is not _Name or expr.attr not in dtypes:
+        return False
+    heads = facts.memo.get("torch_heads")
+    if heads is None:
+        bound, shadowed = set(), set()
+        for statement in facts.tree.body:
+            t = statement.__class__
+            if t is ast.Import:
+                bound.update(a.asname or a.name.split(".", 1)[0] for a in statement.names)
+            elif t in (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef):
+                shadowed.add(statement.name)
+        heads = facts.memo["torch_heads"] = {h for h in bound - shadowed if facts.aliases.get(h) == {"torch"}}
+    return expr.value.id in heads
+
+
+def may_move(call: ast.Call, facts: Facts | None = None, dtypes: frozenset[str] = frozenset()) -> bool:
+    """Could ``<x>.cuda(...)``/``<x>.to(...)`` put ``x`` on an accelerator as
+    :meth:`devlint.dataflow.DeviceFlow._placed` reads it: ``.cuda()``, or ``.to`` with a
+    target that is not the literal ``"cpu"`` nor spelled like a dtype (``x.dtype``,
+    ``torch.float16``)? Stricter than :func:`is_move`, which also takes a bare ``float16`` for
+    a dtype."""
+    func = call.func
+    if func.__class__ is not _Attribute:
+        return False
+    if func.attr == "cuda":
+        return True
+    if func.attr != "to":
+        return False
+    target = next((a for a in call.args if a.__class__ is not ast.Starred), None)
+    if target is None:
+        target = next((kw.value for kw in call.keywords if kw.arg == "device"), None)
+    if target is None:
+        return False
+    if target.__class__ is _Constant and target.value == "cpu":
+        return False
+    if facts is not None and torch_dtype(target, facts, dtypes):
+        return False
+    name = dotted(target) or ""
+    return not name.endswith("dtype")

@@ -6,6 +6,7 @@ import libcst as cst
 
 from ..amp import Frame, FrameRule
 from ..names import dotted
+from ..precheck import methods_of
 from .grad_scaler_with_bfloat16 import _Site
 
 _FUNCTIONS = frozenset({"torch.autograd.Function", "torch.autograd.function.Function"})
@@ -22,6 +23,15 @@ class CustomFunctionWithoutCustomFwd(FrameRule):
         "and backward runs outside autocast; decorate it with @torch.amp.custom_fwd(device_type=...) and backward with custom_bwd"
     )
     triggers = ("autocast",)
+
+    @staticmethod
+    def candidate(facts) -> bool:
+        """Pre-check: a class with a base that may be ``torch.autograd.Function`` (through the
+        file's imports) and a ``forward`` method, the only thing this rule reports."""
+        return any(
+            any(facts.resolve(b) & _FUNCTIONS for b in cls.bases) and methods_of(cls, "forward")
+            for cls in facts.classes
+        )
     what_it_does = """
 Flags the `forward` definition of a `torch.autograd.Function` subclass (any import spelling)
 when the same file opens an enabled autocast region (`with torch.autocast(...)`, a decorator,

@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import ast
+
 import libcst as cst
 
-from ..dataflow import CPU, INP, DeviceFlow
+from ..dataflow import CPU, FACTORIES, INP, LEGACY_CONSTRUCTORS, DeviceFlow
 from ..names import dotted
+from ..precheck import methods_of, resolves_to, walk
 from ..rule import Rule
+
+#: The calls the dataflow records as a CPU tensor's ``origins`` (the nodes this rule reports).
+_ORIGINS = frozenset(f"torch.{name}" for name in (*FACTORIES, "tensor", "as_tensor", *LEGACY_CONSTRUCTORS))
 
 #: Tensor methods whose tensor arguments may sit on another device (or are shapes).
 _CROSS_DEVICE_OK = frozenset({"to", "copy_", "type_as", "expand", "view", "reshape", "repeat", "permute", "index_put_", "new_tensor"})
@@ -20,6 +26,25 @@ class FactoryWithoutDeviceInForward(Rule):
     message = "tensor created in forward without device= lands on the CPU while the inputs may be on a GPU: pass device=x.device or use x.new_zeros(...)"
     triggers = ("forward",)
     requires = (DeviceFlow,)
+
+    @staticmethod
+    def candidate(facts) -> bool:
+        """Pre-check: a call that may be ``torch.zeros/tensor/FloatTensor/...`` without a
+        ``device=`` keyword inside a ``def forward`` of a class. Such a call is the only origin
+        of what this rule reports (``DeviceFlow`` keeps origins only on the factory results of
+        the frame being walked: outer frames lend no tensors, ``self.`` attributes read in
+        ``forward`` are inputs, a helper's summary has no origins), and ``forward`` (a method of
+        a class) is the only frame it reports in."""
+        for cls in facts.classes:
+            for forward in methods_of(cls, "forward"):
+                for node in walk(forward):
+                    if (
+                        node.__class__ is ast.Call
+                        and not any(kw.arg == "device" for kw in node.keywords)
+                        and resolves_to(node, facts, _ORIGINS)
+                    ):
+                        return True
+        return False
 
     what_it_does = """
 Inside `forward` of an `nn.Module` subclass (loss modules included), flags

@@ -39,6 +39,12 @@ class GradScalerWithBfloat16(FrameRule):
         "with bfloat16 gradients: drop it, or enable it only for float16 (enabled=dtype == torch.float16)"
     )
     triggers = ("bfloat16",)
+
+    @staticmethod
+    def candidate(facts) -> bool:
+        """Pre-check: a call that may build a ``GradScaler`` (through the file's imports) and a
+        call ``<expr>.scale(...)``: the rule reports a scaler built and used to scale."""
+        return "scale" in facts.methods and bool(facts.calls_to(GRAD_SCALERS))
     what_it_does = """
 Flags a `GradScaler(...)` construction (any spelling, `torch.amp`, `torch.cuda.amp`, the FSDP
 sharded scaler) bound to a name whose `scale(...)` is used in the same function (or module)

@@ -6,9 +6,11 @@ import libcst as cst
 
 from ..amp import Frame, FrameRule
 from ..names import dotted
+from ..precheck import arguments
 from .grad_scaler_with_bfloat16 import _Site, casts_to_bfloat16
 
 _FLOAT32 = {"torch.float32", "torch.float"}
+_FP16 = frozenset({"torch.float16", "torch.half"})
 
 
 class HalfPrecisionTraining(FrameRule):
@@ -22,6 +24,21 @@ class HalfPrecisionTraining(FrameRule):
         "drop the GradScaler (bfloat16 needs none) or keep float32 weights under torch.autocast"
     )
     triggers = (".half(", "float16", "torch.half")
+
+    @staticmethod
+    def candidate(facts) -> bool:
+        """Pre-check: a training event (``.backward()``, ``torch.autograd.backward``, a
+        ``.step()``) and a cast that may be a module's: ``.half()``, or ``.to(...)`` with an
+        argument that may be ``torch.float16``/``torch.half``; or, for the bfloat16 message,
+        ``.bfloat16()``/``.to(...)`` with one that may be ``torch.bfloat16`` and a ``.scale(...)``."""
+        if not ("backward" in facts.methods or "step" in facts.methods or facts.calls_to({"torch.autograd.backward"})):
+            return False
+        if "half" in facts.methods:
+            return True
+        dtypes = set().union(*(facts.resolve(a) for call in facts.methods.get("to", ()) for a in arguments(call)))
+        if not dtypes.isdisjoint(_FP16):
+            return True
+        return "scale" in facts.methods and ("bfloat16" in facts.methods or "torch.bfloat16" in dtypes)
 
     what_it_does = """
 Flags `.half()` and `.to(torch.float16)`/`.to(dtype=torch.half)` on a module (an `nn`

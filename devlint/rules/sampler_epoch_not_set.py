@@ -42,6 +42,13 @@ class SamplerEpochNotSet(Rule):
         "every epoch sees the same order; call set_epoch(epoch) at the top of the epoch loop"
     )
     triggers = ("DistributedSampler",)
+
+    @staticmethod
+    def candidate(facts) -> bool:
+        """Pre-check: a ``sampler=`` keyword, a call that may be ``DataLoader`` and one that may
+        be ``DistributedSampler`` (through the file's imports): the rule reports a
+        ``DataLoader(..., sampler=...)`` call whose sampler was built by one."""
+        return "sampler" in facts.keywords and bool(facts.calls_to(_LOADERS)) and bool(facts.calls_to(_SAMPLERS))
     what_it_does = """
 Flags the `DataLoader(..., sampler=sampler)` construction whose sampler is a
 `torch.utils.data.DistributedSampler` (shuffling, the default) when, in the same function (or

@@ -18,6 +18,11 @@ class UnguardedPinMemory(Rule):
     message = ".pin_memory() raises without CUDA: pin only when torch.cuda.is_available()"
     argument_message = "pin_memory=True needs CUDA (without it this warns or raises): pass pin_memory=torch.cuda.is_available()"
     triggers = ("pin_memory",)
+
+    @staticmethod
+    def candidate(facts) -> bool:
+        """Pre-check: a call ``<expr>.pin_memory(...)`` or a ``pin_memory=`` keyword argument."""
+        return "pin_memory" in facts.methods or "pin_memory" in facts.keywords
     what_it_does = """
 Flags `.pin_memory()` calls and a literal `pin_memory=True` argument of `DataLoader(...)` or of a
 torch factory (`torch.empty(..., pin_memory=True)`) outside an availability guard. Left alone:

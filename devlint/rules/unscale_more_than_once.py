@@ -25,6 +25,16 @@ class UnscaleMoreThanOnce(FrameRule):
         "raises \"unscale_() has already been called\": unscale under the same condition as {scaler}.step()"
     )
     triggers = ("unscale_",)
+
+    @staticmethod
+    def candidate(facts) -> bool:
+        """Pre-check: calls ``<expr>.unscale_(...)`` and ``<expr>.update(...)`` (the scaler's
+        events), and a ``%`` or a word about accumulation somewhere (the ``if`` test
+        :func:`_accumulates` wants)."""
+        if "unscale_" not in facts.methods or "update" not in facts.methods:
+            return False
+        lowered = facts.text.lower()
+        return "%" in lowered or any(w in lowered for w in _ACCUMULATION_WORDS)
     what_it_does = """
 Flags `scaler.unscale_(optimizer)` inside a loop when the same scaler's `update()` sits in the
 same loop body under a gradient-accumulation condition that does not also hold the `unscale_`
