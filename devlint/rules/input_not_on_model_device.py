@@ -2,10 +2,61 @@
 
 from __future__ import annotations
 
+import ast
+
 import libcst as cst
 
-from ..dataflow import DeviceFlow
+from ..dataflow import _HELPER_PREFIX, _LOSS_CALLEE, _MODEL_CALLEE, _MODEL_METHODS, DTYPES, DeviceFlow
+from ..precheck import CpuFlow, arguments, bound_names, calls_in, method_self, unit_may_move
 from ..rule import Rule
+
+
+def _named_callee(attr: str) -> bool:
+    """Does a method name say "a model" or "a loss" the way ``DeviceFlow`` reads a callee it
+    cannot see (``model_named``, ``loss_named``, ``is_loss_function``), or is it
+    ``generate``/``forward``/``encode``?"""
+    return (
+        attr in _MODEL_METHODS
+        or bool(_MODEL_CALLEE.search(attr))
+        or (bool(_LOSS_CALLEE.match(attr)) and not _HELPER_PREFIX.match(attr))
+        or "loss" in attr or "entropy" in attr or attr == "kl_div"
+    )
+
+
+def _functional_loss(func: ast.Name, facts) -> bool:
+    """May the name be a loss of ``torch.nn.functional`` (``DeviceFlow.is_loss_function``)?"""
+    return any(n.startswith("torch.nn.functional.") and _named_callee(n.rsplit(".", 1)[-1]) for n in facts.resolve(func))
+
+
+def _candidate_call(facts) -> ast.Call | None:
+    """The first call :meth:`InputNotOnModelDevice.candidate` finds, or ``None``."""
+    dev = [unit_may_move(unit, facts, DTYPES) for unit in facts.units]
+    if not any(dev):
+        return None
+    bound = bound_names(facts)
+    for unit, unit_dev in zip(facts.units, dev):
+        root = unit.node if unit.node is not None else facts.tree
+        flow = None
+        for call, context in calls_in(unit, root):
+            if not (call.args or call.keywords):
+                continue
+            func = call.func
+            if func.__class__ is ast.Attribute:
+                if not _named_callee(func.attr) and not (
+                    (unit_dev or dev[0])
+                    and func.value.__class__ is ast.Name
+                    and func.value.id == method_self(facts, context)
+                ):
+                    continue
+            elif func.__class__ is ast.Name:
+                if not (_named_callee(func.id) or func.id in bound or _functional_loss(func, facts)):
+                    continue  # a builtin, a function of the file: DeviceFlow knows no kind of it
+            else:
+                continue
+            flow = flow or CpuFlow(facts, root)
+            if any(not flow.quiet(a, context) for a in arguments(call)):
+                return call
+    return None
 
 
 class InputNotOnModelDevice(Rule):
@@ -16,6 +67,17 @@ class InputNotOnModelDevice(Rule):
     message = "an input of this call never moved to the model's device: move it with .to(device)"
     triggers = (".to(", ".cuda(")
     requires = (DeviceFlow,)
+
+    @staticmethod
+    def candidate(facts) -> bool:
+        """Pre-check: something that may put a value on an accelerator (:func:`unit_may_move`),
+        and a call with an argument that may be a CPU tensor, a batch of them or an item of a
+        batch (not :meth:`devlint.precheck.CpuFlow.quiet`) whose callee may be a model or a
+        loss as ``DeviceFlow.check_call`` reads it: a name (a local, a parameter, an import), a
+        method named like a model or a loss (or ``generate``/``forward``/``encode``), or
+        ``self.<x>`` where the class or the module may move something (a moved model kept on
+        ``self``)."""
+        return _candidate_call(facts) is not None
 
     what_it_does = """
 Follows, in each function and in the module body, which names hold a model moved with

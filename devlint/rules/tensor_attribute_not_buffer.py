@@ -6,41 +6,13 @@ import ast
 
 import libcst as cst
 
-from ..dataflow import CPU, FACTORIES, LEGACY_CONSTRUCTORS, DeviceFlow
-from ..precheck import methods_of, resolves_to, top_functions, walk
+from ..dataflow import CPU, DeviceFlow
+from ..precheck import CpuFlow, methods_of, walk
 from ..rule import Rule
 
 _SHAPE_ONLY = frozenset({"shape", "device", "dtype", "ndim", "size", "dim", "numel", "is_cuda"})
 _MOVES = frozenset({"to", "cuda", "type_as"})
 _CUSTOM_MOVE = frozenset({"_apply", "to", "cuda", "_load_from_state_dict"})
-#: torch calls the dataflow takes for a CPU tensor whatever the file holds (see ``candidate``)
-_CPU_CALLS = frozenset(
-    f"torch.{name}" for name in (*FACTORIES, "tensor", "as_tensor", "from_numpy", *LEGACY_CONSTRUCTORS, "onnx.operators.shape_as_tensor")
-)
-
-
-def _makes_cpu(cls: ast.ClassDef, facts, helpers: set[str]) -> bool:
-    """Could a value in this class's methods be a CPU tensor (``DeviceFlow``'s ``CPU``) without
-    what :func:`_cpu_anywhere` looks for: a call of a torch factory (``torch.zeros``,
-    ``torch.tensor``, ``torch.from_numpy``, ``torch.FloatTensor``...), a ``.cpu()``, or of a
-    module-level function of the file (whose summary may be a CPU tensor)?"""
-    for node in walk(cls):
-        if node.__class__ is ast.Call:
-            func = node.func
-            if func.__class__ is ast.Attribute and func.attr == "cpu":
-                return True
-            if func.__class__ is ast.Name and func.id in helpers:
-                return True
-            if resolves_to(node, facts, _CPU_CALLS):
-                return True
-    return False
-
-
-def _cpu_anywhere(facts) -> bool:
-    """What can make a CPU tensor from anywhere in the file: a ``"cpu"`` literal (a CPU device
-    for ``.to(...)``/``device=``, also held in an outer frame), a ``DataLoader`` (whose batches
-    are CPU tensors, also one built in an outer frame), ``return_tensors="pt"``."""
-    return "cpu" in facts.strings or "DataLoader" in facts.functions or "DataLoader" in facts.methods or "return_tensors" in facts.keywords
 
 
 class _ClassState:
@@ -102,39 +74,29 @@ Expected all tensors to be on the same device`. The tensor is also missing from 
 
     @staticmethod
     def candidate(facts) -> bool:
-        """Pre-check: a class whose ``__init__`` assigns ``self.<x> = ...`` (a plain target)
-        and whose ``forward`` reads some ``<name>.<x>`` of the same ``x``, where a CPU tensor
-        can arise: in the class (:func:`_makes_cpu`) or from anywhere in the file
-        (:func:`_cpu_anywhere`). The rule reports only that assignment, of a value whose kind
-        is ``CPU`` in ``__init__``, and only when ``forward`` reads the attribute."""
-        anywhere = None
-        helpers = None
+        """Pre-check: a class whose ``__init__`` assigns ``self.<x> = <value>`` (a plain target)
+        where ``<value>`` may be a CPU tensor (:class:`devlint.precheck.CpuFlow`) and whose
+        ``forward`` reads some ``<name>.<x>`` of the same ``x``: the rule reports only such an
+        assignment, of a value whose kind is ``CPU`` in ``__init__``, and only when ``forward``
+        reads the attribute."""
         for cls in facts.classes:
             inits, forwards = methods_of(cls, "__init__"), methods_of(cls, "forward")
             if not inits or not forwards:
-                continue
-            assigned = {
-                t.attr
-                for init in inits for node in walk(init) if node.__class__ is ast.Assign
-                for t in node.targets if t.__class__ is ast.Attribute and t.value.__class__ is ast.Name
-            }
-            if not assigned:
                 continue
             read = {
                 node.attr
                 for forward in forwards for node in walk(forward)
                 if node.__class__ is ast.Attribute and node.value.__class__ is ast.Name
             }
-            if assigned.isdisjoint(read):
-                continue
-            if anywhere is None:
-                anywhere = _cpu_anywhere(facts)
-            if anywhere:
-                return True
-            if helpers is None:
-                helpers = top_functions(facts)
-            if _makes_cpu(cls, facts, helpers):
-                return True
+            flow = None
+            for init in inits:
+                for node in walk(init):
+                    if node.__class__ is ast.Assign and any(
+                        t.__class__ is ast.Attribute and t.value.__class__ is ast.Name and t.attr in read for t in node.targets
+                    ):
+                        flow = flow or CpuFlow(facts, cls)
+                        if not flow.not_cpu(node.value, init):
+                            return True
         return False
 
     def __init__(self, ctx) -> None:
