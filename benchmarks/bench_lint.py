@@ -70,12 +70,16 @@ for p in open(sys.argv[1]).read().splitlines():
 # Scaling: argv[1] is a file of real code, argv[2] a size; lints it as pieces of about that
 # many lines (cut between top-level statements, so every size covers the same code) and prints
 # "<lines> <CPU s> <peak RSS MB> <bare libcst CPU s or -1>".
-SCALE = """import ast, gc, resource, sys, time
+SCALE = """import gc, json, resource, subprocess, sys, time
 from devlint import engine
 text = open(sys.argv[1], encoding='utf-8').read()
 size = int(sys.argv[2])
 lines = text.split('\\n')
-cuts = engine._cuts(ast.parse(text), size) or [0]
+# the cuts come from another process: the stdlib tree of 200k lines (~500 MB) would set this
+# process's peak RSS before devlint runs
+cuts = json.loads(subprocess.run([sys.executable, '-c', 'import ast, json, sys; from devlint import engine; '
+    'print(json.dumps(engine._cuts(ast.parse(open(sys.argv[1], encoding=\\'utf-8\\').read()), int(sys.argv[2])) or [0]))',
+    sys.argv[1], sys.argv[2]], capture_output=True, text=True, check=True).stdout)
 bounds = [*cuts, len(lines)]
 pieces = ['\\n'.join(lines[a:b]) + '\\n' for a, b in zip(bounds, bounds[1:])]
 cpu = 0.0

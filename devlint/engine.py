@@ -106,12 +106,13 @@ CUDA_ONLY_PACKAGES = frozenset(
 def imports_cuda_only(statement: cst.CSTNode) -> bool:
     """Is ``statement`` a line that imports a CUDA-only package (``import xformers.ops``,
     ``from apex import amp``)? Relative imports are the file's own package, not CUDA-only."""
-    if not isinstance(statement, cst.SimpleStatementLine):
+    if statement.__class__ is not cst.SimpleStatementLine:
         return False
     for small in statement.body:
-        if isinstance(small, cst.Import):
+        t = small.__class__
+        if t is cst.Import:
             heads = [(dotted(a.name) or "").split(".", 1)[0] for a in small.names]
-        elif isinstance(small, cst.ImportFrom) and not small.relative:
+        elif t is cst.ImportFrom and not small.relative:
             heads = [(dotted(small.module) or "").split(".", 1)[0]]
         else:
             continue
@@ -212,13 +213,17 @@ class _Core(Participant):
         / ``pytestmark = pytest.mark.skipif(not ...)`` guard the statements after them."""
         for i, statement in enumerate(body):
             opens = False
-            if isinstance(statement, cst.If) and statement.orelse is None:
+            kind = statement.__class__
+            if kind is cst.If and statement.orelse is None:
                 opens = guards.polarity(statement.test, self.ctx) == -1 and guards.exits(statement, self.ctx)
-            elif isinstance(statement, cst.SimpleStatementLine):
+            elif kind is cst.SimpleStatementLine:
                 for small in statement.body:
-                    if isinstance(small, cst.Assert):
+                    small_kind = small.__class__
+                    if small_kind is cst.Assert:
                         opens = opens or guards.polarity(small.test, self.ctx) == 1
-                    elif isinstance(small, cst.Assign) and any(dotted(t.target) == "pytestmark" for t in small.targets):
+                    elif small_kind is cst.Assign and any(
+                        t.target.__class__ is cst.Name and t.target.value == "pytestmark" for t in small.targets
+                    ):
                         opens = opens or guards.decorator_guards([cst.Decorator(small.value)], self.ctx)
             if opens:
                 for rest in body[i + 1:]:

@@ -77,13 +77,20 @@ _EXITS = {"pytest.skip", "sys.exit", "exit", "quit", "self.skipTest", "unittest.
 
 def string_value(node: cst.CSTNode | None) -> str | None:
     """The value of a plain string literal (no f-string), else ``None``."""
-    if isinstance(node, cst.SimpleString):
+    t = node.__class__
+    if t is cst.SimpleString:
+        text = node.value
+        if "\\" not in text and "\r" not in text:  # no escape: the text between the quotes (no compile)
+            prefix = node.prefix.lower()
+            if "b" in prefix:
+                return None
+            return node.raw_value
         try:
             value = node.evaluated_value
         except Exception:  # noqa: BLE001 - odd literals are simply not strings to us
             return None
         return value if isinstance(value, str) else None
-    if isinstance(node, cst.ConcatenatedString):
+    if t is cst.ConcatenatedString:
         try:
             value = node.evaluated_value
         except Exception:  # noqa: BLE001
@@ -121,18 +128,19 @@ def _is_cpu_string(node: cst.CSTNode) -> bool:
 
 def polarity(expr: cst.BaseExpression, ctx) -> int:
     """+1, -1 or 0 (see the module docstring) for an ``if``/``while``/conditional test."""
-    if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Not):
+    t = expr.__class__  # exact types: libcst's node classes are never subclassed (names.dotted)
+    if t is cst.UnaryOperation and expr.operator.__class__ is cst.Not:
         return -polarity(expr.expression, ctx)
-    if isinstance(expr, cst.BooleanOperation):
+    if t is cst.BooleanOperation:
         left, right = polarity(expr.left, ctx), polarity(expr.right, ctx)
-        if isinstance(expr.operator, cst.And):
+        if expr.operator.__class__ is cst.And:
             # `not cuda and not mps`: true on a CPU-only machine, so what follows its `else` runs
             # only where an accelerator exists (pytorch/examples imagenet/main.py)
             return 1 if 1 in (left, right) else -1 if left == right == -1 else 0
         if left == right == 1:
             return 1
         return -1 if -1 in (left, right) else 0
-    if isinstance(expr, cst.Call):
+    if t is cst.Call:
         name = ctx.names.resolve(expr.func)
         if name in AVAILABILITY:
             return 1
@@ -140,17 +148,17 @@ def polarity(expr: cst.BaseExpression, ctx) -> int:
         called = dotted(func)
         if called and _HELPER.match(called.rsplit(".", 1)[-1]):
             return 1
-        if isinstance(func, cst.Attribute) and func.attr.value == "startswith" and expr.args:
+        if func.__class__ is cst.Attribute and func.attr.value == "startswith" and expr.args:
             if _is_accelerator_string(expr.args[0].value):
                 return 1
             if _is_cpu_string(expr.args[0].value):
                 return -1
-        if isinstance(func, cst.Name) and func.value in ("bool", "len", "any") and expr.args:
+        if func.__class__ is cst.Name and func.value in ("bool", "len", "any") and expr.args:
             return polarity(expr.args[0].value, ctx)
         return 0
-    if isinstance(expr, cst.Comparison):
+    if t is cst.Comparison:
         return _comparison(expr, ctx)
-    if isinstance(expr, (cst.Name, cst.Attribute)):
+    if t is cst.Name or t is cst.Attribute:
         name = dotted(expr)
         if name is None:
             return 0
@@ -158,9 +166,9 @@ def polarity(expr: cst.BaseExpression, ctx) -> int:
             return 1
         if name in ctx.negative_guard_names:
             return -1
-        if isinstance(expr, cst.Attribute) and expr.attr.value in _DEVICE_PROPERTIES:
+        if t is cst.Attribute and expr.attr.value in _DEVICE_PROPERTIES:
             return 1  # x.is_cuda (a configuration flag such as args.cuda is no test: RULES.md)
-        if name.rsplit(".", 1)[-1] in ctx.guard_attrs and isinstance(expr, cst.Attribute):
+        if t is cst.Attribute and name.rsplit(".", 1)[-1] in ctx.guard_attrs:
             return 1  # args.cuda where add_argument("--cuda", default=torch.cuda.is_available())
     return 0
 

@@ -18,6 +18,8 @@ from devlint.rules import all_rules
 #: or at the path the workplace uses.
 CASES = next((p for p in (ROOT.parent / "shared" / "cases", ROOT / "shared" / "cases", Path("/work/shared/cases")) if p.is_dir()), None)
 CORPUS = ROOT / "benchmarks" / ".cache" / "corpus"
+#: the ecosystem packages' sources, where ``python benchmarks/ecosystem.py`` has fetched them
+ECOSYSTEM = ROOT / "benchmarks" / ".cache" / "ecosystem" / "src"
 
 
 def _differences(paths) -> list[str]:
@@ -64,8 +66,11 @@ def test_public_cases_same_findings_with_and_without_precheck():
                     reason="the benchmark corpus is not downloaded (python benchmarks/bench_lint.py fetches it)")
 def test_benchmark_corpus_same_findings_with_and_without_precheck():
     """The rules the pre-check drops for a file find nothing in it (the rules it keeps run on
-    the same parse as without it, and rules never see each other's state)."""
+    the same parse as without it, and rules never see each other's state): every file of the
+    benchmark corpus, and of the ecosystem packages where they are on this machine."""
     files = sorted(CORPUS.rglob("*.py"))
+    if ECOSYSTEM.is_dir():
+        files += sorted(ECOSYSTEM.rglob("*.py"))
     assert files
     problems, dropped_somewhere = [], 0
     for path in files:
@@ -161,3 +166,61 @@ def test_a_syntax_error_in_a_long_file_is_reported_at_its_line(monkeypatch):
     text = "import torch\n" + "x = 1\n" * 20 + "def f(:\n    pass\n" + "y = 2\n" * 20
     found = lint(text, "long.py", precheck=False)
     assert [(f.code, f.line) for f in found] == [("DEV000", 22)]
+
+
+def test_cpu_flow_follows_the_dataflow_tables():
+    """CpuFlow (DEV111's and DEV113's pre-check) copies the dataflow's lists of CPU-making torch
+    calls and of joins: widen both together."""
+    from devlint import dataflow
+
+    assert set(dataflow.FACTORIES) | set(dataflow.LEGACY_CONSTRUCTORS) | {"tensor", "as_tensor", "from_numpy"} <= precheck._CPU_MAKING
+    assert precheck._JOINS == dataflow._JOINS
+
+
+def test_cpu_flow_tells_quiet_values_from_possible_cpu_tensors():
+    text = (
+        "import torch\nimport torch.nn as nn\n\n"
+        "class M(nn.Module):\n"
+        "    def __init__(self, dim, heads):\n"
+        "        super().__init__()\n"
+        "        head_dim = dim // heads\n"
+        "        self.scale = head_dim ** -0.5\n"
+        "        self.proj = nn.Linear(dim, dim)\n"
+        "        self.table = torch.zeros(dim)\n"
+        "        self.mask = self.table > 0\n"
+        "        x = torch.ones(3)\n"
+        "        for i in range(3):\n"
+        "            x = x * 2\n"
+        "        self.x = x\n"
+    )
+    tree = ast.parse(text)
+    facts = precheck.Facts(tree, text)
+    cls = facts.classes[0]
+    init = cls.body[0]
+    flow = precheck.CpuFlow(facts, cls)
+    values = {s.targets[0].attr: s.value for s in ast.walk(init) if isinstance(s, ast.Assign) and isinstance(s.targets[0], ast.Attribute)}
+    assert flow.quiet(values["scale"], init) and flow.quiet(values["proj"], init)
+    assert not flow.quiet(values["table"], init) and not flow.quiet(values["mask"], init)
+    assert not flow.quiet(values["x"], init)  # x = torch.ones(3); x = x * 2: the cycle keeps the source
+
+
+def test_new_predicates_spare_plain_model_files():
+    """A model file with a forward, submodules and a `.to(dtype)` is no candidate for the
+    dataflow rules (DEV111-DEV113) any more."""
+    text = (
+        "import torch\nimport torch.nn as nn\n\n"
+        "class Block(nn.Module):\n"
+        "    def __init__(self, dim):\n"
+        "        super().__init__()\n"
+        "        self.norm = nn.LayerNorm(dim)\n"
+        "        self.scale = dim ** -0.5\n"
+        "        self.cls_token = nn.Parameter(torch.zeros(1, 1, dim))\n"
+        "    def forward(self, x):\n"
+        "        x = self.norm(x).to(torch.float32) * self.scale\n"
+        "        return torch.cat([self.cls_token.expand(x.shape[0], -1, -1), x], dim=1)\n"
+    )
+    kept, _ = precheck.candidates(text, triggered(text, enabled_rules()))
+    assert not {r.code for r in kept} & {"DEV111", "DEV112", "DEV113"}
+    moved = text + "\nmodel = Block(4).to('cuda')\nout = model(torch.randn(2, 3, 4))\n"
+    kept, _ = precheck.candidates(moved, triggered(moved, enabled_rules()))
+    assert "DEV111" in {r.code for r in kept}
