@@ -654,8 +654,7 @@ class CpuFlow:
             return self.quiet(expr.value, method)
         if t is ast.BinOp or t is ast.Compare:
             operands = [expr.left, expr.right] if t is ast.BinOp else [expr.left, *expr.comparators]
-            operands = [o for o in operands if not (o.__class__ is _Constant and not isinstance(o.value, (str, bytes)))]
-            return not operands or any(self.not_cpu(o, method) for o in operands)
+            return self._quiet_combination(operands, method)
         if t is ast.UnaryOp:
             return self.not_cpu(expr.operand, method)
         if t is ast.IfExp:
@@ -726,9 +725,17 @@ class CpuFlow:
                     operands.extend(e.value if e.__class__ is ast.Starred else e for e in a.elts)
                 else:
                     operands.append(a)
-            operands = [o for o in operands if not (o.__class__ is _Constant and not isinstance(o.value, (str, bytes)))]
-            return not operands or any(self.not_cpu(o, method) for o in operands)
+            return self._quiet_combination(operands, method)
         return True
+
+    def _quiet_combination(self, operands: list, method: ast.AST) -> bool:
+        """``DeviceFlow._combine``: a CPU tensor only if every operand it counts is one (numbers
+        are never counted, ``<name>.<x>`` may be: a number held on ``self`` is not). Quiet when
+        an operand surely counted is surely not a CPU tensor, or when no operand that may be
+        counted may be one."""
+        counted = [o for o in operands if not (o.__class__ is _Constant and not isinstance(o.value, (str, bytes)))]
+        surely = [o for o in counted if not (o.__class__ is _Attribute and o.value.__class__ is _Name)]
+        return any(self.not_cpu(o, method) for o in surely) or all(self.not_cpu(o, method) for o in counted)
 
     def _not_cpub(self, expr: ast.AST, method: ast.AST) -> bool:
         """Surely not the kind ``CPUB``: quiet, or a display with an item that is surely not a CPU
