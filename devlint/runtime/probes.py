@@ -19,7 +19,7 @@ from torch.utils.module_tracker import ModuleTracker
 
 from . import emulate
 from .standin import module_label
-from .step import TrainingStep, map_tensors
+from .step import TrainingStep, map_tensors, seed_host
 
 __all__ = ["NonFinite", "nonfinite_probe", "unstable_modules", "module_label"]
 
@@ -150,6 +150,7 @@ def nonfinite_probe(step: TrainingStep, device: str, dtype: torch.dtype, seed: i
         if t.is_floating_point() and not bool(torch.isfinite(t).all()):
             return NonFinite("(input)", name, str(t.dtype).replace("torch.", ""), False, [], False)
     torch.manual_seed(seed)
+    seed_host(seed)
     try:
         with emulate.cpu_kernels(device, dtype, kernels), tracker, probe:
             with torch.autocast(device_type=device, dtype=dtype, enabled=dtype != torch.float32):
@@ -271,6 +272,7 @@ def unstable_modules(step: TrainingStep, device: str, mode: str, seed: int, k: f
         handles.append(mod.register_forward_pre_hook(pre, with_kwargs=True))
         handles.append(mod.register_forward_hook(post, with_kwargs=True))
     torch.manual_seed(seed)
+    seed_host(seed)
     try:
         with torch.no_grad():
             step.loss_fn(model, batch)

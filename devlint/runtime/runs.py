@@ -25,10 +25,10 @@ from dataclasses import dataclass, field
 import torch
 
 from . import emulate, probes, standin
-from .compare import (Delta, Errors, Tolerances, Verdict, judge, measure, needs_floor, resolve_tolerances,
-                      round_trip)
+from .compare import (Delta, Errors, Rounding, Tolerances, Verdict, judge, measure, needs_floor,
+                      resolve_tolerances, round_trip)
 from .report import Finding, Report, Run
-from .step import Parameters, TrainingStep, map_tensors
+from .step import Parameters, TrainingStep, host_rng_kept, map_tensors, seed_host
 
 __all__ = ["check_step", "MODES", "DEVICES", "MAX_HALVINGS", "INIT_SCALE"]
 
@@ -240,6 +240,9 @@ def _run(step: TrainingStep, device: str, mode: str, seed: int, *, keep: bool = 
             own = step.step_fn is None
             captured.update({n: None if p.grad is None else (p.grad.detach() if own else p.grad.detach().clone())
                              for n, p in named})
+            for n, g in captured.items():  # sparse gradients (Embedding(sparse=True)): compare dense
+                if g is not None and g.layout != torch.strided:
+                    captured[n] = g.to_dense()
 
         hook = optimizer.register_step_pre_hook(capture)
         model.zero_grad(set_to_none=True)
@@ -247,6 +250,7 @@ def _run(step: TrainingStep, device: str, mode: str, seed: int, *, keep: bool = 
             torch.default_generator.manual_seed(seed)  # seeding, with a traceback, every call
         else:
             torch.manual_seed(seed)
+        seed_host(seed)
         rng_before = torch.get_rng_state()
         phase = "step"
         emu.enter_context(emulate.cpu_kernels(device, DTYPES[mode], kernels))
@@ -619,7 +623,16 @@ def _judge_run(step, raw: _Raw, ref: _Raw, tol: Tolerances, seed: int, cross_dev
     floor = _run(step, ref.device, "float32", seed, ref=ref, round_to=raw.mode, bench=bench)
     if floor.errors is None:
         return judge(raw.errors, raw.mode, tol, adaptive=raw.adaptive)
-    return judge(raw.errors, raw.mode, tol, floor=floor.errors, adaptive=raw.adaptive)
+    verdict = judge(raw.errors, raw.mode, tol, floor=floor.errors, adaptive=raw.adaptive)
+    if verdict.ok:
+        return verdict
+    # beyond k x the floor: is it what a perturbation k times the rounding also costs (kinks)?
+    wide = _run(step, ref.device, "float32", seed, ref=ref, round_to=Rounding(raw.mode, tol.k),
+                bench=bench)
+    if wide.errors is None:
+        return verdict
+    return judge(raw.errors, raw.mode, tol, floor=floor.errors, adaptive=raw.adaptive,
+                 wide_floor=wide.errors)
 
 
 def _check(step, devices, modes, tolerances, seed, extra_warnings=(), world_size=None,
@@ -643,7 +656,7 @@ def _check(step, devices, modes, tolerances, seed, extra_warnings=(), world_size
         dist, dist_caught = for_check_step(step, devices, seed, world_size, target)
     report = Report(step.name, seed, torch.__version__, cpu_kernels=cpu_kernels)
     cuda = list(range(torch.cuda.device_count())) if torch.cuda.is_available() else []
-    with torch.random.fork_rng(devices=cuda), warnings.catch_warnings(record=True) as caught:
+    with torch.random.fork_rng(devices=cuda), host_rng_kept(), warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", DeprecationWarning)
         warnings.simplefilter("always", FutureWarning)
         _check_into(report, step, devices, modes, tols, seed, cpu_kernels)
@@ -671,13 +684,15 @@ def _check_into(report: Report, step, devices, modes, tols, seed, kernels: str =
     report.findings.extend(placement)
     if ref.error:
         plain = _run(step, "cpu", "float32", seed, keep=True, bench=bench)
+        limit = ref.error.startswith(standin.StandInUnsupported.__name__)  # devlint's, not the step's
         if plain.error is None and not plain.nonfinite and not placement:
             report.findings.append(Finding(
                 "probe-incomplete",
                 f"the device-placement check (the step on a stand-in GPU) could not finish: "
-                f"{ref.error}, in {ref.module}; placement is unchecked",
+                f"{ref.error}, in {ref.module}" + ("" if limit else "; placement is unchecked"),
                 "check the step on a real GPU, or report this to devlint",
-                module=ref.module, device="stand-in", mode="float32"))
+                module=ref.module, device="stand-in", mode="float32",
+                severity="info" if limit else "error"))
         ref = plain
     runs: dict[tuple[str, str], _Raw] = {("cpu", "float32"): ref}
     broken = bool(ref.error or ref.nonfinite)

@@ -29,7 +29,8 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.module_tracker import ModuleTracker
 from torch.utils.weak import WeakIdKeyDictionary
 
-__all__ = ["STAND_IN", "Tagged", "StandIn", "Mix", "stand_in", "unregistered_tensors", "module_label"]
+__all__ = ["STAND_IN", "Tagged", "StandIn", "Mix", "StandInUnsupported", "stand_in", "unregistered_tensors",
+           "module_label"]
 
 STAND_IN = "meta"
 _aten = torch.ops.aten
@@ -84,7 +85,28 @@ class Tagged(torch.Tensor):
         # Outside StandIn (e.g. printing a loss after the step): compute, keep the tag.
         uargs, ukwargs = _unwrap((args, kwargs or {}))
         out = func(*uargs, **ukwargs)
-        return _map(lambda t: Tagged(t) if type(t) is torch.Tensor else t, out)
+        return _map(lambda t: _tag(t) if type(t) is torch.Tensor else t, out)
+
+
+class StandInUnsupported(RuntimeError):
+    """A tensor the stand-in device cannot hold (a sparse tensor): devlint's limit, not the
+    step's fault."""
+
+
+def _tag(t: torch.Tensor) -> Tagged:
+    """``Tagged(t)``, with a lazy ``conj()`` / negative view materialised first: the wrapper
+    cannot carry those bits, and a wrapper that says "not conjugated" around a conjugated
+    tensor made the backward of complex products wrong (Meta's complex rotary embeddings).
+
+    Raises:
+        StandInUnsupported: ``t`` is not strided (``nn.Embedding(sparse=True)`` gradients).
+    """
+    if t.layout != torch.strided:
+        raise StandInUnsupported(f"the stand-in GPU cannot hold {t.layout} tensors (sparse gradients, "
+                                 "nn.Embedding(sparse=True)); placement is checked up to there")
+    if t.is_conj() or t.is_neg():
+        t = t.resolve_conj().resolve_neg()
+    return Tagged(t)
 
 
 def _list_index(index):
@@ -298,7 +320,7 @@ class StandIn(TorchDispatchMode):
                 return t
             same = inputs.get(id(t))  # an in-place op returns its own input
             if same is None:
-                return Tagged(t)
+                return _tag(t)
             if same.shape != t.shape or same.stride() != t.stride() \
                     or same.storage_offset() != t.storage_offset():
                 _restride(same)  # transpose_, squeeze_, as_strided_ ... changed its shape

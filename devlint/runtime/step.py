@@ -2,13 +2,42 @@
 
 from __future__ import annotations
 
+import contextlib
+import random
+import sys
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
-__all__ = ["TrainingStep", "Parameters", "map_tensors"]
+__all__ = ["TrainingStep", "Parameters", "map_tensors", "seed_host", "host_rng_kept"]
+
+
+def seed_host(seed: int) -> None:
+    """Seed the generators besides torch's that a step may draw from: Python's ``random`` and
+    numpy's global generator (when numpy is imported). Every run must draw the same random
+    numbers, and some models draw from numpy: Hugging Face's Wav2Vec2/HuBERT SpecAugment
+    masks and LayerDrop use ``np.random``."""
+    random.seed(seed)
+    np = sys.modules.get("numpy")
+    if np is not None:
+        np.random.seed(seed % 2**32)
+
+
+@contextlib.contextmanager
+def host_rng_kept():
+    """Restore the states of Python's ``random`` and numpy's global generator on exit (what
+    :func:`torch.random.fork_rng` does for torch's)."""
+    state = random.getstate()
+    np = sys.modules.get("numpy")
+    np_state = np.random.get_state() if np is not None else None
+    try:
+        yield
+    finally:
+        random.setstate(state)
+        if np_state is not None:
+            np.random.set_state(np_state)
 
 
 class Parameters(list):
