@@ -415,7 +415,7 @@ def judge(errors: Errors, mode: str, tol: Tolerances, floor: Errors | None = Non
         how = f"within {tol.quick:g} unit roundoffs of {mode} ({limit:.1e}), no calibration needed"
     else:
         floor_err = floor.model_error(tol)
-        limit = tol.k * floor_err
+        limit = k_floor = tol.k * floor_err
         loss_limit = tol.k * max(floor.loss, unit_roundoff(mode))
         wide = wide_floor.model_error(tol) if wide_floor is not None else 0.0
         if wide_floor is not None:
@@ -429,7 +429,7 @@ def judge(errors: Errors, mode: str, tol: Tolerances, floor: Errors | None = Non
                 upd_limit = max(upd_limit, wide_floor.model_error(tol, update=True))
             ok_upd = math.isnan(upd_err) or upd_err <= upd_limit
         how = (f"whole-model error within {tol.k:g}x the noise floor of {mode} rounding on this "
-               f"model (floor {floor_err:.1e}, limit {limit:.1e})")
+               f"model (floor {floor_err:.1e}, limit {k_floor:.1e})")
         if wide_floor is not None:
             how += (f"; or within the error of {tol.k:g}x that rounding's perturbation "
                     f"({wide:.1e})")
