@@ -129,18 +129,18 @@ def collapse(text: str) -> str:
     return " ".join(text.split())
 
 
-def lint(pkg: Package, root: Path, files: list[str], select: str) -> tuple[list[tuple], int]:
-    """(keys of the findings, DEV000 count) of devlint over ``files`` of ``pkg``."""
-    devlint = PY.parent / "devlint"
+def lint(pkg: Package, root: Path, files: list[str], select: str) -> tuple[list[tuple], int, list[str]]:
+    """(keys of the findings, DEV000 count, ``path:line:col: CODE message`` of each finding)
+    of devlint over ``files`` of ``pkg``."""
     findings = []
     for i in range(0, len(files), 500):  # keep the command line short
-        cmd = [str(devlint), "check", "--format", "json", "--exit-zero", "--isolated", "--no-cache",
+        cmd = [str(PY), "-m", "devlint", "check", "--format", "json", "--exit-zero", "--isolated", "--no-cache",
                "--select", select, *files[i:i + 500]]
         result = subprocess.run(cmd, cwd=root, capture_output=True, text=True)
         if result.returncode not in (0, 1):
             raise SystemExit(f"devlint failed on {pkg.label} (rc {result.returncode}):\n{result.stderr[-2000:]}")
         findings += json.loads(result.stdout or "[]")
-    keys, parse_errors = [], 0
+    keys, parse_errors, shown = [], 0, []
     lines: dict[str, list[str]] = {}
     for f in findings:
         if f["code"] == "DEV000":
@@ -151,7 +151,8 @@ def lint(pkg: Package, root: Path, files: list[str], select: str) -> tuple[list[
             lines[path] = (root / path).read_text(encoding="utf-8", errors="replace").splitlines()
         text = lines[path][f["line"] - 1] if 0 < f["line"] <= len(lines[path]) else ""
         keys.append((f["code"], pkg.name, path, collapse(text)))
-    return keys, parse_errors
+        shown.append(f"{pkg.name}-{pkg.version}/{path}:{f['line']}:{f['column']}: {f['code']} {f['message']}")
+    return keys, parse_errors, shown
 
 
 def read_ledger() -> list[dict]:
@@ -182,6 +183,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="write the ledger: keep judged rows still reported, add new ones as '?', drop vanished ones")
     parser.add_argument("--strict", action="store_true", help="exit 1 when anything appeared, vanished or is unjudged")
     parser.add_argument("--show", type=int, default=200, help="list at most this many appeared/vanished findings each")
+    parser.add_argument("--findings", action="store_true", help="also print every finding, as devlint check --format concise does")
     args = parser.parse_args(argv)
     chosen = PACKAGES
     if args.only:
@@ -194,15 +196,19 @@ def main(argv: list[str] | None = None) -> int:
     in_scope = lambda code: any(code.startswith(s) for s in selected)  # noqa: E731
 
     found: collections.Counter = collections.Counter()
+    listed: list[str] = []
     print(f"| package | files | lines | findings | DEV000 | what it trains |\n|---|---:|---:|---:|---:|---|")
     for pkg in chosen:
         root = fetch(pkg)
         files = files_of(pkg, root)
         n_lines = sum((root / f).read_bytes().count(b"\n") for f in files)
         log(f"linting {pkg.label}: {len(files)} files")
-        keys, errors = lint(pkg, root, files, args.select)
+        keys, errors, shown = lint(pkg, root, files, args.select)
         found.update(keys)
+        listed += shown
         print(f"| {pkg.label} | {len(files)} | {n_lines} | {len(keys)} | {errors} | {pkg.why} |")
+    if args.findings:
+        print("\n" + "\n".join(listed) if listed else "\nno findings")
 
     ledger_rows = read_ledger()
     ours = [r for r in ledger_rows if r["package"] in names and in_scope(r["code"])]

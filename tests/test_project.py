@@ -43,10 +43,24 @@ def test_readme_rule_table_matches_rules():
 def test_readme_opens_with_the_two_commands():
     readme = (ROOT / "README.md").read_text()
     blocks = re.findall(r"```(?:bash|sh|console)?\n(.*?)```", readme, re.S)
-    assert "devlint check" in blocks[0] and "pytest" in blocks[0]
+    first = blocks[0].splitlines()[0]
+    assert "pip install" in first and "benchmarks/ecosystem.py" in first and "pytest" in blocks[0]
     ci = (ROOT / ".ci" / "run").read_text()
     test_command = next(line for line in blocks[0].splitlines() if "pytest" in line).strip()
     assert test_command in ci
+
+
+def test_readme_first_command_matches_the_ledger():
+    """The first command's packages are in the ecosystem check, and the README's count of
+    their judged findings is the ledger's (all true positives)."""
+    readme = (ROOT / "README.md").read_text()
+    names = re.search(r"ecosystem\.py --only ([\w,-]+)", readme).group(1).split(",")
+    rows = [line.split("\t") for line in (ROOT / "benchmarks" / "ecosystem" / "ledger.tsv").read_text().splitlines()[1:]]
+    ours = [r for r in rows if r[2] in names]
+    assert ours and all(r[0] == "tp" for r in ours)
+    assert f"({len(ours)} findings, all judged true)" in " ".join(readme.split())
+    source = (ROOT / "benchmarks" / "ecosystem.py").read_text()
+    assert all(f'Package("{n}"' in source for n in names)
 
 
 def test_one_rule_per_file_named_after_it():
