@@ -20,6 +20,9 @@ add up) the enclosing statement, or the whole text, is parsed.
 :meth:`StatementCache.ast_stand_in` gives the first line of every top-level statement in the
 form the engine takes as the stdlib ``ast`` of the text (``tree=``), which it only reads for
 those lines, so positions are resolved without a second parse of the whole file.
+:meth:`StatementCache.stdlib_tree` gives the stdlib ``ast`` of the text for the pre-check
+(:mod:`devlint.precheck`), parsing only the top-level statements that are new since the last
+call.
 """
 
 from __future__ import annotations
@@ -84,6 +87,8 @@ class StatementCache:
         self.starts: list[int] = []  # offset where statement k's text starts
         self.lines: list[int] = []  # 1-based line where statement k's text starts
         self.stats = ParseStats()
+        #: id(top-level libcst statement) -> (that statement, the stdlib ast statements of its text)
+        self._stdlib: dict[int, tuple[cst.BaseStatement, list[ast.stmt]]] = {}
 
     # ---- parsing -------------------------------------------------------------------------
 
@@ -170,6 +175,41 @@ class StatementCache:
         if at_end:
             changes.update(footer=part.footer, has_trailing_newline=part.has_trailing_newline)
         return old.with_changes(**changes)
+
+    # ---- the pre-check's view ------------------------------------------------------------
+
+    def stdlib_tree(self) -> ast.Module | None:
+        """The stdlib ``ast.Module`` of the last parsed text, as ``ast.parse`` gives it except
+        for positions: each top-level statement is parsed on its own (its text, from the line
+        where its leading comments start to the next statement's), and the statements of the
+        previous call whose libcst node is unchanged (nodes are immutable, so the same node is
+        the same text) are re-used, so an edit parses one statement. Line numbers count from
+        the statement's own text, which the pre-check never reads (its predicates look at
+        names, calls and literals only).
+
+        Python's grammar parses a top-level statement the same alone as in its file, so the
+        tree equals ``ast.parse(text)`` node for node without the positions. ``None`` when a
+        statement does not parse (a newer grammar than this Python's: the caller then parses
+        the whole text, and fails as ``devlint check`` would) or the statements are not
+        mapped (:attr:`starts`)."""
+        module, text = self.module, self.text
+        if module is None or text is None or len(self.starts) != len(module.body):
+            return None
+        old, memo, body = self._stdlib, {}, []
+        ends = [*self.starts[1:], len(text)]
+        for statement, start, end in zip(module.body, self.starts, ends):
+            entry = old.get(id(statement))
+            if entry is None or entry[0] is not statement:
+                try:
+                    nodes = ast.parse(text[start:end]).body
+                except (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError):
+                    self._stdlib = memo
+                    return None
+                entry = (statement, nodes)
+            memo[id(statement)] = entry
+            body.extend(entry[1])
+        self._stdlib = memo
+        return ast.Module(body=body, type_ignores=[])
 
     # ---- the engine's view ---------------------------------------------------------------
 

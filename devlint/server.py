@@ -11,9 +11,15 @@ starts a lint at once when none runs (:data:`DEBOUNCE` is 0; ``initializationOpt
 {"debounce": seconds}`` waits that long after the last change instead); a change that arrives
 while a lint runs makes that lint stale: it stops at its next statement (never published) and
 the newest text is linted right after, so the latest text always wins. Requests (code actions,
-hover) are answered on the protocol thread meanwhile. Each document keeps a per-statement
-parse cache (:mod:`devlint.incremental`), so an edit re-parses only the statements it touches
-before the one traversal, and the rendered positions of unchanged statements with findings.
+hover) are answered on the protocol thread meanwhile. The event loop reads the client's pipe
+itself (no reader thread) and the interpreter lock is handed over every
+:data:`SWITCH_INTERVAL`, so a keystroke reaches the lint thread within a few milliseconds even
+while a lint runs. Each document keeps a per-statement parse cache
+(:mod:`devlint.incremental`), so an edit re-parses only the statements it touches, and the
+rendered positions of unchanged statements with findings; as ``devlint check``, the ``ast``
+pre-check (its ``ast`` parsed per statement too) spares the traversal of a text in which no
+rule has a candidate node. A new tree is moved out of the collector's reach (``gc.freeze``),
+and the collector is off during a lint, so no full collection pass lands on a keystroke.
 While the text does not parse, the last good diagnostics of the lines that did not change
 stay, with one ``DEV000`` at the syntax error.
 
@@ -29,8 +35,10 @@ gets an ``InvalidParams`` error response. Requires ``pip install "devlint[server
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import os
+import sys
 import threading
 import time
 from dataclasses import dataclass, field, replace
@@ -40,10 +48,11 @@ from typing import Callable, Sequence
 
 from . import __version__, noqa, settings as torch_settings
 from .config import Config, ConfigError, find as find_config, load as load_config
-from .engine import PARSE_ERROR, _defuse, _syntax_error, could_match, enabled_rules, lint_module
+from .engine import PARSE_ERROR, _defuse, _syntax_error, enabled_rules, lint_module, triggered
 from .finding import Finding
 from .incremental import StatementCache, common_prefix, common_suffix
 from .notebook import Notebook
+from .precheck import candidates
 from .rules import all_rules
 from .runner import SKIP_DIRS, is_excluded
 
@@ -54,6 +63,13 @@ logger = logging.getLogger(__name__)
 #: (the stale lint stops at its next statement), so a burst of keystrokes costs at most one
 #: lint after its last key.
 DEBOUNCE = 0.0
+
+
+#: Seconds a thread waiting for the interpreter lock waits before the running one must hand it
+#: over (Python's default: 0.005). While a lint runs, each message from the editor waits that
+#: long before the event loop may read it, and the lint waits as long for each answer: 1 ms
+#: keeps a keystroke's way to the lint thread short at no measurable cost to the lint.
+SWITCH_INTERVAL = 0.001
 
 
 class Cancelled(BaseException):
@@ -165,6 +181,13 @@ class DocumentState:
     good_findings: list[Finding] = field(default_factory=list)
     #: rendered positions of top-level statements with findings (``lint_module(positions=)``)
     positions: dict = field(default_factory=dict)
+    #: whether the next lint runs the ``ast`` pre-check: on a new text (the first lint, a full
+    #: parse), then for as long as it left no rule to run (it spared the parse's traversal);
+    #: once a rule is a candidate the traversal runs anyway and the pre-check would only add
+    #: its cost. The findings are the same either way (the pre-check is exact).
+    precheck: bool = True
+    #: what a lint of a text that does not parse publishes (set by :func:`lint_text`)
+    broken: list[Finding] = field(default_factory=list)
 
 
 def _clean(text: str) -> str:
@@ -213,6 +236,12 @@ def lint_text(text: str, path: str | None, state: DocumentState, settings: Setti
     """Findings of one editor buffer, as ``devlint check`` reports them for that file (its
     settings, ``# noqa``), re-using ``state``'s parse of unchanged statements.
 
+    As ``devlint check``, the rules that pass the text pre-screen are narrowed by the ``ast``
+    pre-check (:func:`devlint.precheck.candidates`, on :meth:`StatementCache.stdlib_tree`: only
+    the changed statements are parsed by ``ast`` too) and a text with no candidate rule is not
+    traversed; the pre-check runs while it pays (:meth:`DocumentState.wants_precheck`), the
+    findings being the same either way. The collector is off for the whole lint.
+
     When ``text`` does not parse: the previous good findings on unchanged lines plus one
     ``DEV000`` at the syntax error. Never raises on any text, except :class:`Cancelled` when
     ``cancelled()`` (polled before and after the parse and at every statement of the
@@ -228,7 +257,7 @@ def lint_text(text: str, path: str | None, state: DocumentState, settings: Setti
         select, ignore = config.selection(None, (), ())
         dropped = tuple(config.ignored_codes(path))
         torch_settings.set_torch_version(config.torch_version)  # fixes and messages read it
-    rules = [r for r in enabled_rules(select, ignore) if could_match(text, [r])]
+    rules = triggered(text, enabled_rules(select, ignore))
     clean = _clean(text)
     if not rules:
         state.good_text, state.good_findings = clean, []
@@ -236,18 +265,51 @@ def lint_text(text: str, path: str | None, state: DocumentState, settings: Setti
     if cancelled is not None and cancelled():
         raise Cancelled()
     body, skipped = _defuse(clean, name)
+    collecting = gc.isenabled()
+    gc.disable()  # a full pass of the collector over a large tree costs more than the lint
+    try:
+        findings = _lint_body(body, clean, name, rules, state, cancelled)
+    finally:
+        if collecting:
+            gc.enable()
+    if findings is None:  # a syntax error: DEV000, the good findings of unchanged lines kept
+        return state.broken
+    findings = noqa.apply(sorted([*skipped, *findings]), clean)
+    if dropped:
+        findings = [f for f in findings if not f.code.startswith(dropped)]
+    state.good_text, state.good_findings = clean, findings
+    return findings
+
+
+def _lint_body(body: str, clean: str, name: str, rules: list, state: DocumentState,
+               cancelled: Callable[[], bool] | None) -> list[Finding] | None:
+    """The findings of the candidate ``rules`` in ``body`` before ``# noqa`` (see
+    :func:`lint_text`); ``None`` when ``body`` does not parse (``state.broken`` then holds
+    what to publish)."""
     try:
         module = state.cache.parse(body)
     except Exception as exc:  # noqa: BLE001 - ParserSyntaxError, or the native parser's own
         import libcst as cst
 
+        if not candidates(body, rules)[0]:
+            return []  # as devlint check: no candidate rule (CPython parses it), libcst is not asked
         if isinstance(exc, cst.ParserSyntaxError):
             line, col, reason = _syntax_error(body, exc)
             error = Finding(name, line, col, PARSE_ERROR, f"could not parse: {reason}, line {line}", line, col)
         else:
             error = Finding(name, 1, 0, PARSE_ERROR, f"could not parse: {type(exc).__name__}: {exc}", 1, 0)
         kept = carried(state.good_text, state.good_findings, clean) if state.good_text is not None else []
-        return sorted([*(f for f in kept if f.code != PARSE_ERROR), error])
+        state.broken = sorted([*(f for f in kept if f.code != PARSE_ERROR), error])
+        return None
+    if state.cache.stats.full:
+        state.precheck = True  # a new text: see whether the pre-check pays on it
+    if state.precheck:
+        if cancelled is not None and cancelled():
+            raise Cancelled()
+        rules, _ = candidates(body, rules, state.cache.stdlib_tree())
+        state.precheck = not rules  # it pays while it spares the whole traversal
+        if not rules:
+            return []
     if cancelled is not None:
         if cancelled():
             raise Cancelled()
@@ -257,10 +319,6 @@ def lint_text(text: str, path: str | None, state: DocumentState, settings: Setti
         alive = {id(statement) for statement in module.body}
         for key in [k for k in state.positions if k not in alive]:
             del state.positions[key]
-    findings = noqa.apply(sorted([*skipped, *findings]), clean)
-    if dropped:
-        findings = [f for f in findings if not f.code.startswith(dropped)]
-    state.good_text, state.good_findings = clean, findings
     return findings
 
 
@@ -484,6 +542,47 @@ def build_server():
             except Exception:  # noqa: BLE001
                 logger.exception("devlint: could not report %r", error)
 
+        def start_io(self, stdin=None, stdout=None):
+            """Serve over stdio, reading the client's messages on the event loop itself.
+
+            pygls reads stdin on a worker thread, one ``readline``/``read`` per header line and
+            body, each a hand-off of the interpreter lock between that thread, the event loop
+            and the lint thread: with a lint running, a keystroke waited 5 ms per hand-off
+            (``sys.getswitchinterval()``), ~45 ms a message, so a burst of keys 30 ms apart fell
+            further and further behind (the last one was read 120-350 ms late). Here the loop
+            reads the pipe when it is readable (``connect_read_pipe``): one hand-off for all
+            the bytes that arrived. Where stdin is not a pipe or socket (a terminal, a file)
+            or not on POSIX, pygls' own reader is used."""
+            from pygls.io_ import StdinAsyncReader, StdoutWriter, run_async
+
+            stream = stdin or sys.stdin.buffer
+            self._stop_event = threading.Event()
+            self.protocol.set_writer(StdoutWriter(stdout or sys.stdout.buffer))
+
+            async def serve() -> None:
+                source = None
+                if _is_pipe(stream) and os.name == "posix":
+                    reader = asyncio.StreamReader(limit=1 << 20)
+                    try:
+                        await asyncio.get_running_loop().connect_read_pipe(
+                            lambda: asyncio.StreamReaderProtocol(reader), stream)
+                        source = _PipeReader(reader)
+                    except (ValueError, OSError, NotImplementedError):
+                        source = None
+                if source is None:
+                    source = StdinAsyncReader(stream, self.thread_pool)
+                await run_async(stop_event=self._stop_event, reader=source, protocol=self.protocol,
+                                logger=logger, error_handler=self.report_server_error)
+
+            try:
+                asyncio.run(serve())
+            except BrokenPipeError:
+                logger.error("devlint: the client closed the connection")
+            except (KeyboardInterrupt, SystemExit):
+                pass
+            finally:
+                self.shutdown()
+
     server = Server(
         "devlint", __version__, protocol_cls=Protocol,
         text_document_sync_kind=types.TextDocumentSyncKind.Incremental,
@@ -519,9 +618,16 @@ def build_server():
         stale = partial(linter.superseded, job)
         if job.notebook:
             per_cell = notebook_findings([text for _, text in job.docs], job.path, state, settings, log, stale)
-            return [(uri, text, found) for (uri, text), found in zip(job.docs, per_cell)]
-        uri, text = job.docs[0]
-        return [(uri, text, lint_text(text, job.path, state, settings, log, stale))]
+            result = [(uri, text, found) for (uri, text), found in zip(job.docs, per_cell)]
+        else:
+            uri, text = job.docs[0]
+            result = [(uri, text, lint_text(text, job.path, state, settings, log, stale))]
+        if state.cache.stats.full:
+            # A new tree is kept for the next edits: move it out of the generations the
+            # collector scans, or its next full pass (100+ ms for 2,000 lines) lands on a
+            # keystroke. The trees hold no cycles: reference counting frees them when dropped.
+            gc.freeze()
+        return result
 
     def done(job: Job, result, stale: bool) -> None:
         if loop_holder:
@@ -820,6 +926,37 @@ def build_server():
     return server
 
 
+def _is_pipe(stream) -> bool:
+    """Is ``stream`` a pipe or socket (never a terminal, whose mode the loop would change)?"""
+    import stat
+
+    try:
+        mode = os.fstat(stream.fileno()).st_mode
+    except (AttributeError, OSError, ValueError):
+        return False
+    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
+
+
+class _PipeReader:
+    """pygls' reader interface (``readline``, ``readexactly``) over an ``asyncio.StreamReader``;
+    end of input reads as ``b""``, as pygls expects."""
+
+    def __init__(self, reader: asyncio.StreamReader) -> None:
+        self._reader = reader
+
+    async def readline(self) -> bytes:
+        try:
+            return await self._reader.readline()
+        except ValueError:  # a header line longer than the limit: not LSP, give up
+            return b""
+
+    async def readexactly(self, n: int) -> bytes:
+        try:
+            return await self._reader.readexactly(n)
+        except asyncio.IncompleteReadError:
+            return b""
+
+
 def line_column(text: str, offset: int) -> tuple[int, int]:
     """(1-based line, code-point column) of ``offset`` in ``text``, lines as LSP counts them."""
     head = split_lines(text[:offset])
@@ -831,9 +968,8 @@ def main() -> int:
     try:
         server = build_server()
     except ImportError:
-        import sys
-
         print('devlint: error: the language server needs pygls: pip install "devlint[server]"', file=sys.stderr)
         return 2
+    sys.setswitchinterval(SWITCH_INTERVAL)
     server.start_io()
     return 0

@@ -211,6 +211,22 @@ def test_edits_while_a_lint_runs_never_publish_stale_text_after_the_last(client,
     assert versions == sorted(versions)  # never an older text after a newer one
 
 
+def test_a_message_split_across_writes_is_read_whole(client, tmp_path):
+    """The server reads the pipe as bytes arrive: a header and body split anywhere (and two
+    messages in one write) are framed as the client meant them."""
+    uri = (tmp_path / "train.py").as_uri()
+    client.open(uri, "import torch\n")
+    frames = b"".join(Client.frame({"jsonrpc": "2.0", "method": "textDocument/didChange", "params": {
+        "textDocument": {"uri": uri, "version": v}, "contentChanges": [{"text": f"import torch\nx{v} = torch.ones(1).cuda()\n"}]}})
+        for v in (2, 3))
+    for cut in (7, 20, len(frames) // 2 + 3):
+        client.write(frames[:cut])
+        time.sleep(0.05)
+        frames = frames[cut:]
+    client.write(frames)
+    assert codes(client.diagnostics(uri, 3)) == [("DEV102", 1)]
+
+
 def test_requests_are_answered_while_a_lint_runs(client, tmp_path):
     small = (tmp_path / "small.py").as_uri()
     client.open(small, SOURCE)
