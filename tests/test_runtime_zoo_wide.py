@@ -194,3 +194,36 @@ def test_numpy_draws_are_seeded_per_run_and_the_callers_state_is_kept():
     assert r.ok, str(r)
     assert all(run.how is None or "no calibration needed" in run.how for run in r.runs), str(r)
     assert np.random.rand() == want_np and random.random() == want_py
+
+
+def test_a_hidden_float16_overflow_is_named_in_the_mismatch():
+    """HalfRMSNorm squares a float16 activation past 65504 and rsqrt(inf) = 0 hides it: the
+    loss and gradients stay finite, so the mismatch itself names the overflowing op."""
+    r = _report(zoo_wide.tabular_rmsnorm_fp16_overflow)
+    (f,) = [f for f in r.errors if f.kind == "mismatch"]
+    assert f.mode == "float16" and "aten.pow" in f.message and "overflows float16" in f.message, f.message
+    assert next(run for run in r.runs if run.mode == "bfloat16").status == "ok"
+
+
+class _ScatterHead(torch.nn.Module):
+    """Scatters the previous layer's output into a float32 buffer: under autocast that
+    output is bfloat16/float16 and scatter_ raises (Hugging Face BigBird's block-sparse
+    attention does the same in transformers 5.23)."""
+
+    def forward(self, x):
+        idx = torch.arange(x.shape[1], device=x.device).expand_as(x)
+        return torch.zeros(x.shape, device=x.device).scatter_(1, idx, x)
+
+
+def test_a_step_error_names_the_module_that_raised():
+    from devlint.runtime import TrainingStep
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 4), _ScatterHead())
+    step = TrainingStep(model, (torch.randn(4, 8), torch.randint(0, 4, (4,))),
+                        lambda m, b: torch.nn.functional.cross_entropy(m(b[0]), b[1]),
+                        lambda p: torch.optim.SGD(p, lr=0.1))
+    r = check_step(step, devices=["cpu"])
+    errs = [f for f in r.errors if f.kind == "step-error"]
+    assert {f.mode for f in errs} == {"bfloat16", "float16"}, str(r)
+    assert all(f.module == "1 (_ScatterHead)" for f in errs), [f.module for f in errs]

@@ -43,7 +43,7 @@ import torch
 
 __all__ = ["Tolerances", "DEFAULT_TOLERANCES", "resolve_tolerances", "ParamError", "Errors",
            "Verdict", "Rounding", "Delta", "CHUNK", "measure", "needs_floor", "judge", "unit_roundoff",
-           "round_trip"]
+           "round_trip", "round_range", "FLOAT16_TINY"]
 
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -80,6 +80,27 @@ def round_trip(t: torch.Tensor, mode: str | Rounding) -> torch.Tensor:
         return r
     d = r - t
     return torch.where(torch.isfinite(d), t + scale * d, r)  # inf stays inf, NaN NaN
+
+
+#: float16's smallest normal number (2**-14): below it float16 holds only subnormals, spaced
+#: 2**-24 apart, so a value there keeps fewer significant bits the smaller it is.
+FLOAT16_TINY = 2.0 ** -14
+
+
+def round_range(t: torch.Tensor, mode: str | Rounding) -> torch.Tensor:
+    """``t`` with what the mode's *range* costs it: for float16, the elements below 2**-14 in
+    magnitude rounded to float16's subnormal grid (multiples of 2**-24; below 2**-25 they
+    become 0), every other element unchanged; for bfloat16 and float32 (float32's exponent
+    range) ``t`` itself. Differentiable (the gradient passes through). The float16 noise
+    floor applies it to every module's output: autocast hands activations between modules in
+    float16, and a model whose activations sit below 2**-14 (Hugging Face MobileViT's tiny
+    configs at init: attention outputs ~3e-7) loses precision there that no rounding of
+    parameters and inputs shows."""
+    if isinstance(mode, Rounding):
+        mode = mode.mode
+    if mode != "float16" or not t.is_floating_point() or t.dtype == torch.float16:
+        return t
+    return torch.where(t.abs() < FLOAT16_TINY, t.to(torch.float16).to(t.dtype), t)
 
 
 @dataclass(frozen=True)

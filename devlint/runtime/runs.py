@@ -26,7 +26,7 @@ import torch
 
 from . import emulate, probes, standin
 from .compare import (Delta, Errors, Rounding, Tolerances, Verdict, judge, measure, needs_floor,
-                      resolve_tolerances, round_trip)
+                      resolve_tolerances, round_range, round_trip)
 from .report import Finding, Report, Run
 from .step import Parameters, TrainingStep, host_rng_kept, map_tensors, seed_host
 
@@ -189,6 +189,7 @@ def _run(step: TrainingStep, device: str, mode: str, seed: int, *, keep: bool = 
     phase = "copying the model"
     tracker_parents: set = set()
     ctx = None
+    range_hooks: list = []
     try:
         model = bench.take() if bench is not None and not stand_in else copy.deepcopy(step.model)
         batch = step.batch
@@ -210,6 +211,8 @@ def _run(step: TrainingStep, device: str, mode: str, seed: int, *, keep: bool = 
         else:
             tracker = None
             target = device
+        if round_to:
+            range_hooks = _range_hooks(model, round_to)
         phase = "moving the model"
         standin.to_stand_in(model) if stand_in else model.to(target)
         batch = map_tensors(lambda t: t.to(target), batch)
@@ -327,17 +330,58 @@ def _run(step: TrainingStep, device: str, mode: str, seed: int, *, keep: bool = 
             raw.error_kind = "device"
         else:
             raw.error_kind = "other"
-        raw.module = standin.module_label(model, tracker_parents) if phase == "step" and model is not None \
-            else f"({phase})"
+        raw.module = (_raising_module(model, exc) or standin.module_label(model, tracker_parents)) \
+            if phase == "step" and model is not None else f"({phase})"
     except SystemExit as exc:
         raw.error = f"the step called sys.exit({exc.code!r})"
         raw.error_kind = "exit"
         raw.module = f"({phase})"
     finally:
         emu.close()
+        for h in range_hooks:
+            h.remove()
         if ctx is not None:
             ctx.__exit__(None, None, None)
     return raw
+
+
+def _raising_module(model: torch.nn.Module, exc: BaseException) -> str | None:
+    """The innermost module of ``model`` whose ``forward`` (or any method) is on the traceback
+    of ``exc``, as ``"path (Class)"``; None when the step raised outside the model. (The
+    module tracker's record is only read after the forward, so it cannot name it.)"""
+    names = {id(m): n for n, m in model.named_modules()}
+    found = None
+    tb = exc.__traceback__
+    while tb is not None:
+        me = tb.tb_frame.f_locals.get("self")
+        if me is not None and id(me) in names:
+            found = me
+        tb = tb.tb_next
+    if found is None:
+        return None
+    path = names[id(found)]
+    return f"{path} ({type(found).__name__})" if path else f"{type(model).__name__} (the model itself)"
+
+
+def _range_hooks(model: torch.nn.Module, round_to) -> list:
+    """Forward hooks that give every module's floating-point outputs (a tensor, or a tuple or
+    list of them) what the dtype's range costs (:func:`compare.round_range`; float16 only):
+    part of the noise floor, since autocast hands activations between modules in that dtype.
+    Returns the handles, to remove after the run."""
+    if (round_to.mode if isinstance(round_to, Rounding) else round_to) != "float16":
+        return []
+
+    def one(t):
+        return round_range(t, round_to) if isinstance(t, torch.Tensor) else t
+
+    def hook(_mod, _args, out):
+        if isinstance(out, torch.Tensor):
+            return one(out)
+        if type(out) in (tuple, list):
+            return type(out)(one(t) for t in out)
+        return None
+
+    return [m.register_forward_hook(hook) for m in model.modules()]
 
 
 def _elem(t: torch.Tensor) -> torch.Tensor:
@@ -527,6 +571,10 @@ def _mismatch_finding(step, raw: _Raw, verdict: Verdict, seed: int, tol: Toleran
             culprit = (f"; the first module whose output drifts is {label}: output error "
                        f"{e_low:.1e} under autocast vs {e_round:.1e} from rounding its inputs")
             details["unstable_modules"] = [list(u) for u in unstable]
+        overflow = _hidden_overflow(step, raw, seed)
+        if overflow is not None:  # an inf the step then hides (rsqrt(inf) = 0, clamp, where)
+            culprit += overflow[1]
+            module = module if unstable else overflow[0]
     loss = "" if verdict.loss_ok else f"; loss error {verdict.loss_err:.1e}"
     if not listed and verdict.missing:
         names = f"gradients present in only one of the runs: {', '.join(verdict.missing[:MAX_LISTED])}"
@@ -540,6 +588,25 @@ def _mismatch_finding(step, raw: _Raw, verdict: Verdict, seed: int, tol: Toleran
         "run the named module in float32 (torch.autocast(..., enabled=False) around it, inputs "
         ".float()), or pass looser Tolerances",
         module=module, name=first, device=raw.device, mode=raw.mode, details=details)
+
+
+def _hidden_overflow(step, raw: _Raw, seed: int) -> tuple[str, str] | None:
+    """For a mismatching float16 run whose loss and gradients are finite: the first op that
+    still made inf/NaN from finite inputs (the step hid it: ``x * rsqrt(inf)`` is 0), as
+    ``(module, message part)``; None when there is none or the replay fails."""
+    if raw.mode != "float16":
+        return None
+    try:
+        nf = probes.nonfinite_probe(step, raw.device, DTYPES[raw.mode], seed, scale=raw.scale or 1.0,
+                                    kernels=raw.kernels or "emulated")
+    except Exception:  # noqa: BLE001 - the diagnosis is best effort
+        return None
+    if nf is None or not nf.inputs_finite:
+        return None
+    ins = ", ".join(f"{d} {s} in [{lo:.3g}, {hi:.3g}]" for d, s, lo, hi in nf.inputs) or "no float inputs"
+    phase = "backward of " if nf.backward else ""
+    return nf.module, (f"; {phase}{nf.op} in {nf.module} overflows float16 (max 65504) and the step "
+                       f"hides the inf: output {nf.out_dtype}, inputs {ins}")
 
 
 def _underflow_finding(step, raw: _Raw, ref: _Raw, tol: Tolerances) -> Finding | None:

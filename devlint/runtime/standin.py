@@ -65,6 +65,14 @@ class Tagged(torch.Tensor):
     def __repr__(self):
         return f"Tagged({self.elem!r})"
 
+    def __format__(self, spec):
+        # A 0-dim tensor formats as its number on a real device (``f"expert_{idx}"`` in Switch
+        # Transformers' router picks ``self.experts["expert_0"]``): torch.Tensor.__format__
+        # does that only for plain, non-meta tensors.
+        if self.dim() == 0:
+            return self.elem.detach().item().__format__(spec)
+        return object.__format__(self, spec)
+
     def new_tensor(self, data, dtype=None, device=None, requires_grad=False):
         dev = self.device if device is None else torch.device(device)
         t = torch.tensor(data, dtype=dtype or self.dtype, device="cpu")
@@ -204,7 +212,8 @@ def module_label(model: torch.nn.Module, parents) -> str:
 def unregistered_tensors(model: torch.nn.Module) -> dict[int, tuple]:
     """Tensors ``model.to(device)`` does not move: id -> (kind, dotted name, holder).
 
-    kind is ``"attribute"`` (a plain tensor attribute, not a buffer) or ``"list"`` (a
+    kind is ``"attribute"`` (a plain tensor attribute, or a tensor in a plain list, tuple or
+    dict attribute, ``"rotary.cache['cos']"``: not a buffer either) or ``"list"`` (a
     parameter or buffer of a layer held in a plain list, tuple or dict attribute; holder is
     that layer, ``"layers[0] (Linear)"``).
     """
@@ -220,9 +229,12 @@ def unregistered_tensors(model: torch.nn.Module) -> dict[int, tuple]:
             items = val.items() if isinstance(val, dict) else (
                 enumerate(val) if isinstance(val, (list, tuple)) else ())
             for key, item in items:
+                label = f"{prefix}{attr}[{key!r}]" if isinstance(val, dict) else f"{prefix}{attr}[{key}]"
+                if isinstance(item, torch.Tensor):  # a cache kept in a plain dict: not a buffer either
+                    found.setdefault(id(item), ("attribute", label, None))
+                    continue
                 if not isinstance(item, torch.nn.Module):
                     continue
-                label = f"{prefix}{attr}[{key!r}]" if isinstance(val, dict) else f"{prefix}{attr}[{key}]"
                 for pname, t in list(item.named_parameters()) + list(item.named_buffers()):
                     found[id(t)] = ("list", f"{label}.{pname}", f"{label} ({type(item).__name__})")
     return found
