@@ -133,35 +133,75 @@ class _Bench:
     def __init__(self, model: torch.nn.Module):
         self.model = model
         self.copy: torch.nn.Module | None = None
-        self._sig = self._signature(model)
+        self._sig, self._src = self._signature(model)
 
     @staticmethod
-    def _tensors(model):
-        return [*model.named_parameters(remove_duplicate=False), *model.named_buffers(remove_duplicate=False)]
-
-    @classmethod
-    def _signature(cls, model) -> tuple:
-        tensors = cls._tensors(model)
+    def _signature(model) -> tuple[tuple, list]:
+        """(the signature take() compares, the parameters and buffers in its order), in one
+        walk over the modules."""
+        tensors, plain = [], []
+        for prefix, mod in model.named_modules(remove_duplicate=False):
+            for store in (mod._parameters, mod._buffers):
+                tensors += [(f"{prefix}.{k}" if prefix else k, t) for k, t in store.items() if t is not None]
+            plain += [(k, v) for k, v in vars(mod).items() if v is None or type(v) in (bool, int, float, str)]
         first: dict[int, int] = {}
         ties = tuple(first.setdefault(id(t), i) for i, (_, t) in enumerate(tensors))
         meta = tuple((n, type(t), t.shape, t.dtype, t.device, t.requires_grad) for n, t in tensors)
-        plain = tuple((k, v) for mod in model.modules() for k, v in vars(mod).items()
-                      if v is None or type(v) in (bool, int, float, str))
-        return meta, ties, plain
+        return (meta, ties, tuple(plain)), [t for _, t in tensors]
 
     def take(self) -> torch.nn.Module:
         """The working copy, equal to ``step.model`` in every parameter, buffer and plain
         attribute, without gradients."""
-        if self.copy is not None and self._signature(self.copy) == self._sig:
-            with torch.no_grad():
-                for (_, dst), (_, src) in zip(self._tensors(self.copy), self._tensors(self.model)):
-                    dst.copy_(src)
-            for p in self.copy.parameters():
-                p.grad = None
-            return self.copy
+        if self.copy is not None:
+            sig, dst = self._signature(self.copy)
+            if sig == self._sig:
+                with torch.no_grad():
+                    torch._foreach_copy_(dst, self._src)
+                for t in dst:
+                    t.grad = None
+                return self.copy
         self.copy = None
         self.copy = copy.deepcopy(self.model)
         return self.copy
+
+    def reclaim(self, model: torch.nn.Module) -> None:
+        """Take back the copy after a run on the stand-in device: its parameters and buffers
+        become plain CPU tensors again (the stand-in's own data, ties kept), so the next
+        :meth:`take` need not deep-copy. The copy is dropped instead when a stand-in tensor
+        is left anywhere else in a module's attributes (a cache made in forward)."""
+        if model is not self.copy:
+            return
+        plain: dict[int, torch.Tensor] = {}
+        for mod in model.modules():
+            for store, make in ((mod._parameters, _as_parameter), (mod._buffers, lambda t: t.elem)):
+                for name, t in store.items():
+                    if isinstance(t, standin.Tagged):
+                        if id(t) not in plain:
+                            plain[id(t)] = make(t)
+                        store[name] = plain[id(t)]
+        model._apply(lambda t: t)  # what modules derive from their parameters (RNN flat weights)
+        if any(_holds_tagged(v) for mod in model.modules() for k, v in vars(mod).items()
+               if k not in ("_parameters", "_buffers", "_modules")):
+            self.copy = None
+
+
+def _as_parameter(t: "standin.Tagged") -> torch.nn.Parameter:
+    return torch.nn.Parameter(t.elem.detach(), requires_grad=t.requires_grad)
+
+
+def _holds_tagged(obj, depth: int = 3) -> bool:
+    """Whether a stand-in tensor is in ``obj`` or in its lists, tuples, dicts and object
+    attributes, ``depth`` levels down."""
+    if isinstance(obj, torch.Tensor):
+        return isinstance(obj, standin.Tagged)
+    if depth == 0 or isinstance(obj, (str, bytes, int, float, bool, type(None), torch.nn.Module)):
+        return False
+    if isinstance(obj, dict):
+        return any(_holds_tagged(v, depth - 1) for v in obj.values())
+    if isinstance(obj, (list, tuple, set)):
+        return any(_holds_tagged(v, depth - 1) for v in obj)
+    attrs = getattr(obj, "__dict__", None)
+    return isinstance(attrs, dict) and any(_holds_tagged(v, depth - 1) for v in attrs.values())
 
 
 class _StepRaised(Exception):
@@ -191,7 +231,7 @@ def _run(step: TrainingStep, device: str, mode: str, seed: int, *, keep: bool = 
     ctx = None
     range_hooks: list = []
     try:
-        model = bench.take() if bench is not None and not stand_in else copy.deepcopy(step.model)
+        model = bench.take() if bench is not None else copy.deepcopy(step.model)
         batch = step.batch
         if mode == "float32" and any(p.dtype in _LOW for p in model.parameters()):
             model.float()  # the float32 run is float32 even for a model.half()
@@ -214,7 +254,10 @@ def _run(step: TrainingStep, device: str, mode: str, seed: int, *, keep: bool = 
         if round_to:
             range_hooks = _range_hooks(model, round_to)
         phase = "moving the model"
-        standin.to_stand_in(model) if stand_in else model.to(target)
+        if stand_in:
+            standin.to_stand_in(model)
+        elif target != "cpu" or any(t.device.type != "cpu" for t in [*model.parameters(), *model.buffers()]):
+            model.to(target)  # (on the CPU already: nothing to move, skip the walk over modules)
         batch = map_tensors(lambda t: t.to(target), batch)
         named = list(model.named_parameters())
         phase = "optimizer"
@@ -227,6 +270,8 @@ def _run(step: TrainingStep, device: str, mode: str, seed: int, *, keep: bool = 
             with torch.autocast(device_type="cpu", enabled=False):
                 _scalar_loss(step.loss_fn(model, batch)).backward()
             raise
+        if stand_in:
+            standin.prefer_foreach(optimizer)
         raw.lrs = {}
         pid = {id(p): n for n, p in named}
         for group in optimizer.param_groups:
@@ -271,6 +316,7 @@ def _run(step: TrainingStep, device: str, mode: str, seed: int, *, keep: bool = 
                 raw.skipped_steps = 0 if scaler.is_enabled() else None  # no scale helps a forward
                 return raw
             scaler.scale(loss).backward()
+            emu.close()  # the optimizer step has no low-precision GEMMs: no dispatch cost there
             if scaler.is_enabled():
                 scaler.unscale_(optimizer)
             if step.clip_grad_norm is not None:
@@ -342,6 +388,8 @@ def _run(step: TrainingStep, device: str, mode: str, seed: int, *, keep: bool = 
             h.remove()
         if ctx is not None:
             ctx.__exit__(None, None, None)
+        if stand_in and bench is not None and model is not None:
+            bench.reclaim(model)
     return raw
 
 
@@ -626,17 +674,17 @@ def _underflow_finding(step, raw: _Raw, ref: _Raw, tol: Tolerances) -> Finding |
         lost = sum(p.zeros for p in raw.errors.params.values())
         kept, info = 0, False
     else:
-        tiny = {n: (g != 0) & (g.abs() < 2.0 ** -24) for n, g in ref.grads.items() if g is not None}
-        lost = sum(int(m.sum()) for m in tiny.values())
-        kept = lost - sum(min(raw.errors.params[n].zeros, int(m.sum()))
-                          for n, m in tiny.items() if n in raw.errors.params)
+        tiny = {n: int(torch.count_nonzero((g != 0) & (g.abs() < 2.0 ** -24)))
+                for n, g in ref.grads.items() if g is not None}
+        lost = sum(tiny.values())
+        kept = lost - sum(min(raw.errors.params[n].zeros, m) for n, m in tiny.items() if n in raw.errors.params)
         info = True  # the step scales its loss: what float16 cannot hold is its range, not a bug
     frac = lost / total
     if frac <= tol.underflow:
         return None
     worst = max((n for n, g in ref.grads.items() if g is not None),
-                key=lambda n: int(((ref.grads[n] != 0) & (ref.grads[n].abs() < 2.0 ** -24)).sum())
-                if raw.scaler_used else raw.errors.params.get(n).zeros if n in raw.errors.params else 0)
+                key=lambda n: tiny[n] if raw.scaler_used
+                else raw.errors.params.get(n).zeros if n in raw.errors.params else 0)
     if raw.scaler_used:
         msg = (f"{frac:.1%} of gradient elements ({lost} of {total}) are below float16's smallest "
                f"subnormal (2**-24) and would be zero without loss scaling; the GradScaler at scale "
@@ -745,8 +793,8 @@ def _check_into(report: Report, step, devices, modes, tols, seed, kernels: str =
     mw = _master_weights(step)
     if mw:
         report.findings.append(mw)
-    ref = _run(step, "cpu", "float32", seed, keep=True, stand_in=True)
     bench = _Bench(step.model)
+    ref = _run(step, "cpu", "float32", seed, keep=True, stand_in=True, bench=bench)
     placement = placement_findings(ref)
     report.findings.extend(placement)
     if ref.error:

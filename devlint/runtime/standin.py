@@ -30,7 +30,7 @@ from torch.utils.module_tracker import ModuleTracker
 from torch.utils.weak import WeakIdKeyDictionary
 
 __all__ = ["STAND_IN", "Tagged", "StandIn", "Mix", "StandInUnsupported", "stand_in", "unregistered_tensors",
-           "module_label"]
+           "module_label", "prefer_foreach"]
 
 STAND_IN = "meta"
 _aten = torch.ops.aten
@@ -130,6 +130,7 @@ def _list_index(index):
 
 
 _PYTHON_KEY = torch._C.DispatchKeySet(torch._C.DispatchKey.Python)
+_CPU = torch.device("cpu")
 
 
 def _restride(t: Tagged) -> None:
@@ -139,6 +140,19 @@ def _restride(t: Tagged) -> None:
     e = t.elem
     with torch._C._ExcludeDispatchKeyGuard(_PYTHON_KEY):
         torch.ops.aten.as_strided_(t, e.size(), e.stride(), e.storage_offset())
+
+
+def _same(tagged: list, t: torch.Tensor) -> Tagged:
+    """The output ``t`` of an op on the ``tagged`` inputs' elems, tagged: the input itself
+    when the op returned its own input (in place), its shape and strides updated if the op
+    changed them (``transpose_``, ``squeeze_``, ``as_strided_`` ...), else a new wrapper."""
+    for same in tagged:
+        if same.elem is t:
+            if same.shape != t.shape or same.stride() != t.stride() \
+                    or same.storage_offset() != t.storage_offset():
+                _restride(same)
+            return same
+    return _tag(t)
 
 
 def _flat(obj, out):
@@ -153,6 +167,25 @@ def _flat(obj, out):
         for v in obj.values():
             _flat(v, out)
     return out
+
+
+def _split(obj, tagged: list, plain: list):
+    """``obj`` (an op's arguments: tensors in tuples, lists and dict values) with every
+    :class:`Tagged` replaced by its ``elem``; the tensors met are appended to ``tagged`` and
+    ``plain`` (one pass: the stand-in's per-op cost is mostly this Python)."""
+    if isinstance(obj, torch.Tensor):
+        if isinstance(obj, Tagged):
+            tagged.append(obj)
+            return obj.elem
+        plain.append(obj)
+        return obj
+    if type(obj) is tuple:
+        return tuple([_split(v, tagged, plain) for v in obj])
+    if type(obj) is list:
+        return [_split(v, tagged, plain) for v in obj]
+    if type(obj) is dict:
+        return {k: _split(v, tagged, plain) for k, v in obj.items()}
+    return obj
 
 
 def _map(fn, obj):
@@ -180,6 +213,8 @@ def _unwrap(obj):
 def _is_stand_in(device) -> bool:
     if device is None:
         return False
+    if isinstance(device, torch.device):
+        return device.type == STAND_IN
     try:
         return torch.device(device).type == STAND_IN
     except (RuntimeError, TypeError):
@@ -278,36 +313,26 @@ class StandIn(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         self.ops += 1
-        flat = _flat(args, [])
+        tagged: list = []
+        untagged: list = []
+        uargs = _split(args, tagged, untagged)
         dev = None
+        to_stand_in = False
         if kwargs:
-            _flat(kwargs, flat)
+            ukwargs = _split(kwargs, tagged, untagged)
             dev = kwargs.get("device")
+            if dev is not None and _is_stand_in(dev):
+                to_stand_in = True
+                ukwargs["device"] = _CPU
         else:
-            kwargs = {}
-        tagged = []
-        untagged = []
-        for t in flat:
-            (tagged if isinstance(t, Tagged) else untagged).append(t)
-        to_stand_in = dev is not None and _is_stand_in(dev)
-        if to_stand_in:
-            kwargs = {**kwargs, "device": torch.device("cpu")}
-        if any(t.device.type == STAND_IN for t in untagged):
-            raise RuntimeError(f"{func} got a tensor on the meta device without data (made outside "
-                               "devlint's stand-in, e.g. by torch.empty(..., device='meta') before "
-                               "the step)")
-        if tagged and untagged and func not in CPU_OK:
-            plain = [t for t in untagged if self._plain(t) and t not in self.allowed]
-            if plain and self.lenient:
-                for t in plain:
-                    self.allowed[t] = True
-            elif plain:
-                module = module_label(self.model, self.tracker.parents)
-                for t in plain:
-                    key = self.made.get(t)
-                    key = ("id", id(t)) if key is None else key
-                    self.mixes.append(Mix(str(func), module, key, list(t.shape), self.tracker.is_bw))
-        uargs, ukwargs = _unwrap((args, kwargs)) if tagged else (args, kwargs)
+            ukwargs = {}
+        if untagged:
+            if any(t.device.type == STAND_IN for t in untagged):
+                raise RuntimeError(f"{func} got a tensor on the meta device without data (made outside "
+                                   "devlint's stand-in, e.g. by torch.empty(..., device='meta') before "
+                                   "the step)")
+            if tagged and func not in CPU_OK:
+                self._mixed(func, untagged)
         try:
             out = func(*uargs, **ukwargs)
         except (NotImplementedError, RuntimeError) as exc:
@@ -317,26 +342,31 @@ class StandIn(TorchDispatchMode):
         if func is _aten._to_copy.default and dev is not None and not to_stand_in:
             return out  # .cpu() / .to("cpu"): untagged
         if tagged or to_stand_in:
+            if type(out) is torch.Tensor:  # most ops: one output
+                return _same(tagged, out)
             return self._wrap(func, tagged, out)
         try:
-            self._remember(func, flat, out)
+            self._remember(func, untagged, out)
         except Exception:  # bookkeeping must never break the user's step
             pass
         return out
 
-    def _wrap(self, func, tagged, out):
-        inputs = {id(t.elem): t for t in tagged}
+    def _mixed(self, func, untagged) -> None:
+        """Record the CPU tensors an op met next to stand-in tensors (see :class:`Mix`)."""
+        plain = [t for t in untagged if self._plain(t) and t not in self.allowed]
+        if plain and self.lenient:
+            for t in plain:
+                self.allowed[t] = True
+        elif plain:
+            module = module_label(self.model, self.tracker.parents)
+            for t in plain:
+                key = self.made.get(t)
+                key = ("id", id(t)) if key is None else key
+                self.mixes.append(Mix(str(func), module, key, list(t.shape), self.tracker.is_bw))
 
+    def _wrap(self, func, tagged, out):
         def wrap(t):
-            if type(t) is not torch.Tensor:
-                return t
-            same = inputs.get(id(t))  # an in-place op returns its own input
-            if same is None:
-                return _tag(t)
-            if same.shape != t.shape or same.stride() != t.stride() \
-                    or same.storage_offset() != t.storage_offset():
-                _restride(same)  # transpose_, squeeze_, as_strided_ ... changed its shape
-            return same
+            return _same(tagged, t) if type(t) is torch.Tensor else t
 
         if func in _FIRST_OUTPUT_ONLY and isinstance(out, (tuple, list)):
             return type(out)([wrap(out[0]), *out[1:]])
@@ -372,6 +402,24 @@ def to_stand_in(model: torch.nn.Module) -> torch.nn.Module:
             for mod, name in places[1:]:
                 setattr(mod, name, first)
     return model
+
+
+def prefer_foreach(optimizer: torch.optim.Optimizer) -> None:
+    """Let ``torch.optim.Adam``, ``AdamW`` or ``SGD`` (not Nesterov) whose ``foreach`` is left
+    to its default (``None``) use its foreach implementation on the stand-in (``foreach=True``
+    per group; not ``fused``, not ``differentiable``; every other optimizer is left alone).
+    On the CPU the default is the per-parameter loop, ~10 ops per parameter, each paying the
+    stand-in's Python dispatch; the foreach form is a few ops per group, the same
+    elementwise arithmetic (bitwise equal on the zoo). Only these classes: their foreach
+    form never writes into ``p.grad`` (SGD's Nesterov form adds the momentum into the
+    gradients in place, and the reference reads them after the step), and nothing in them
+    mixes devices."""
+    if type(optimizer) not in (torch.optim.Adam, torch.optim.AdamW, torch.optim.SGD):
+        return
+    for group in optimizer.param_groups:
+        if group.get("foreach", False) is None and not group.get("fused") \
+                and not group.get("differentiable") and not group.get("nesterov"):
+            group["foreach"] = True
 
 
 _NO_KERNEL = re.compile(r"not implemented for '(\w+)'")
