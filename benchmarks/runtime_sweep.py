@@ -236,6 +236,141 @@ MODELS = {
     "perceiver_mlm": lambda: _perceiver(),
 }
 
+MODELS.update({
+    # --- heads and training options the first batch does not cover
+    "llama_seq_cls": lambda: _cls("LlamaForSequenceClassification", "LlamaConfig", "llama_seq_cls", pad_token_id=0,
+                                  **_LL),
+    "gpt2_seq_cls": lambda: _cls("GPT2ForSequenceClassification", "GPT2Config", "gpt2_seq_cls", pad_token_id=0,
+                                 n_layer=2, n_embd=32, n_head=2, n_positions=64),
+    "bart_seq_cls": lambda: _bart_cls(),
+    "bert_qa": lambda: _qa(),
+    "gpt2_double_heads": lambda: _double_heads(),
+    "gpt_neo_clip_onecycle": lambda: _clip_sched(),
+    "xlm": lambda: _cls("XLMForSequenceClassification", "XLMConfig", "xlm", emb_dim=32, n_layers=2, n_heads=2,
+                        max_position_embeddings=64),
+    "ctrl": lambda: _lm("CTRLLMHeadModel", "CTRLConfig", "ctrl", n_layer=2, n_embd=32, n_head=2, dff=64,
+                        n_positions=64),
+    "rembert": lambda: _masked("RemBertForMaskedLM", "RemBertConfig", "rembert", input_embedding_size=16,
+                               output_embedding_size=16, **_BL),
+    "reformer_lsh": lambda: _reformer(),
+    "vit_mae": lambda: _pixels("ViTMAEForPreTraining", "ViTMAEConfig", "vit_mae", image_size=32, patch_size=8,
+                               decoder_hidden_size=16, decoder_num_hidden_layers=1, decoder_num_attention_heads=2,
+                               decoder_intermediate_size=32, mask_ratio=0.5, **_VIT),
+    "dinov2_registers": lambda: zw._image("Dinov2WithRegistersForImageClassification", "Dinov2WithRegistersConfig",
+                                          "dinov2_registers", image_size=32, patch_size=8, num_register_tokens=2,
+                                          **_VIT),
+    "videomae": lambda: _videomae(),
+    "ast_audio": lambda: _ast(),
+    "sew_d": lambda: _audio("SEWDForCTC", "SEWDConfig", "sew_d", squeeze_factor=2, position_buckets=16,
+                            max_position_embeddings=64),
+    "unispeech_sat": lambda: _audio("UniSpeechSatForCTC", "UniSpeechSatConfig", "unispeech_sat"),
+    "siglip": lambda: _siglip(),
+    "groupvit": lambda: _groupvit(),
+    "git_caption": lambda: _git(),
+})
+
+
+def _bart_cls():
+    ids, mask, _ = zw._padded(zw._tokens())
+    ids[:, -1] = 2  # one eos per sequence, as the classification head requires
+    ids[-1, 10] = 2
+    ids[-1, -1] = 1
+    return TrainingStep(_model("BartForSequenceClassification", "BartConfig", vocab_size=V, num_labels=3, **_S2S),
+                        {"input_ids": ids, "attention_mask": mask, "labels": torch.tensor([0, 2])},
+                        zw._hf_loss, zw._adamw_no_decay, name="bart_seq_cls")
+
+
+def _qa():
+    ids, mask, _ = zw._padded(zw._tokens())
+    return TrainingStep(_model("BertForQuestionAnswering", "BertConfig", vocab_size=V, **_BL),
+                        {"input_ids": ids, "attention_mask": mask, "start_positions": torch.tensor([3, 5]),
+                         "end_positions": torch.tensor([6, 7])}, zw._hf_loss, zw._adamw, name="bert_qa")
+
+
+def _double_heads():
+    ids = zw._tokens(batch=2 * 2, seq=12).view(2, 2, 12)
+    return TrainingStep(_model("GPT2DoubleHeadsModel", "GPT2Config", vocab_size=V, n_layer=2, n_embd=32, n_head=2,
+                               n_positions=64),
+                        {"input_ids": ids, "mc_token_ids": torch.tensor([[11, 8], [11, 11]]), "labels": ids,
+                         "mc_labels": torch.tensor([1, 0])},
+                        lambda m, b: (lambda o: o.loss + o.mc_loss)(m(**b)), zw._adamw, name="gpt2_double_heads")
+
+
+def _clip_sched():
+    step = _lm("GPTNeoForCausalLM", "GPTNeoConfig", "gpt_neo_clip_onecycle", num_layers=2, hidden_size=32,
+               num_heads=2, attention_types=[[["global", "local"], 1]], window_size=8, max_position_embeddings=64)
+    step.clip_grad_norm = 0.5
+    step.scheduler = lambda opt: torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=1e-3, total_steps=100)
+    return step
+
+
+def _reformer():
+    ids = zw._tokens(seq=32)
+    m = _model("ReformerModelWithLMHead", "ReformerConfig", vocab_size=V, hidden_size=32, num_attention_heads=2,
+               attention_head_size=16, feed_forward_size=64, attn_layers=["lsh", "local"], axial_pos_embds=False,
+               max_position_embeddings=32, lsh_attn_chunk_length=8, local_attn_chunk_length=8, num_buckets=4,
+               num_hashes=2, is_decoder=True, hidden_dropout_prob=0.0)
+    return TrainingStep(m, {"input_ids": ids, "labels": ids}, zw._hf_loss, zw._adamw, name="reformer_lsh")
+
+
+def _pixels(cls, config, name, **cfg):
+    return TrainingStep(_model(cls, config, **cfg), {"pixel_values": torch.randn(2, 3, 32, 32)}, zw._hf_loss,
+                        zw._adamw_no_decay, name=name)
+
+
+def _videomae():
+    m = _model("VideoMAEForPreTraining", "VideoMAEConfig", image_size=32, patch_size=8, num_frames=4, tubelet_size=2,
+               decoder_hidden_size=16, decoder_num_hidden_layers=1, decoder_num_attention_heads=2,
+               decoder_intermediate_size=32, **_VIT)
+    n = (4 // 2) * (32 // 8) ** 2
+    masked = torch.zeros(2, n, dtype=torch.bool)
+    masked[:, ::2] = True
+    return TrainingStep(m, {"pixel_values": torch.randn(2, 4, 3, 32, 32), "bool_masked_pos": masked}, zw._hf_loss,
+                        zw._adamw, name="videomae")
+
+
+def _ast():
+    m = _model("ASTForAudioClassification", "ASTConfig", num_mel_bins=16, max_length=32, patch_size=8,
+               frequency_stride=8, time_stride=8, num_labels=4, **_VIT)
+    return TrainingStep(m, {"input_values": torch.randn(2, 32, 16), "labels": torch.tensor([1, 3])}, zw._hf_loss,
+                        zw._adamw, name="ast_audio")
+
+
+def _towers(cls, config, name, text=None, vision=None, **cfg):
+    tf = zw._tf()
+    c = getattr(tf, config)(text_config=dict(vocab_size=V, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                                             num_attention_heads=2, max_position_embeddings=32, **(text or {})),
+                            vision_config={**dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                                                  num_attention_heads=2, image_size=16, patch_size=4), **(vision or {})},
+                            **cfg)
+    ids = zw._tokens(batch=4, seq=8)
+    return TrainingStep(getattr(tf, cls)(c), {"input_ids": ids, "attention_mask": torch.ones_like(ids),
+                                              "pixel_values": torch.randn(4, 3, 16, 16), "return_loss": True},
+                        zw._hf_loss, zw._adamw, name=name)
+
+
+def _siglip():
+    return _towers("SiglipModel", "SiglipConfig", "siglip")
+
+
+def _groupvit():
+    return _towers("GroupViTModel", "GroupViTConfig", "groupvit",
+                   vision={"depths": [1, 1], "num_group_tokens": [8, 0], "num_output_groups": [4, 4]},
+                   projection_dim=16, projection_intermediate_dim=32)
+
+
+def _git():
+    tf = zw._tf()
+    c = tf.GitConfig(vocab_size=V, hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
+                     max_position_embeddings=64, vision_config=dict(hidden_size=32, intermediate_size=64,
+                                                                    num_hidden_layers=1, num_attention_heads=2,
+                                                                    image_size=16, patch_size=4))
+    ids = zw._tokens(seq=8)
+    return TrainingStep(tf.GitForCausalLM(c), {"input_ids": ids, "attention_mask": torch.ones_like(ids),
+                                               "pixel_values": torch.randn(2, 3, 16, 16), "labels": ids},
+                        zw._hf_loss, zw._adamw, name="git_caption")
+
+
 _VIT = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64)
 
 
@@ -283,20 +418,6 @@ def _canine():
 def _deit():
     return zw._image("DeiTForImageClassification", "DeiTConfig", "deit_distilled", image_size=32, patch_size=8,
                      **_VIT)
-
-
-def _detr():
-    tf = zw._tf()
-    cfg = tf.DetrConfig(use_timm_backbone=False, use_pretrained_backbone=False,
-                        backbone_config=tf.ResNetConfig(embedding_size=8, hidden_sizes=[8, 16], depths=[1, 1],
-                                                        out_features=["stage2"]),
-                        d_model=32, encoder_layers=1, decoder_layers=1, encoder_attention_heads=2,
-                        decoder_attention_heads=2, encoder_ffn_dim=64, decoder_ffn_dim=64, num_queries=8,
-                        num_labels=4)
-    labels = [{"class_labels": torch.tensor([1, 3]), "boxes": torch.tensor([[0.3, 0.3, 0.2, 0.2], [0.7, 0.6, 0.3, 0.4]])},
-              {"class_labels": torch.tensor([0]), "boxes": torch.tensor([[0.5, 0.5, 0.5, 0.5]])}]
-    return TrainingStep(tf.DetrForObjectDetection(cfg), {"pixel_values": torch.randn(2, 3, 64, 64), "labels": labels},
-                        zw._hf_loss, zw._adamw_no_decay, name="detr")
 
 
 def _speecht5():

@@ -18,7 +18,7 @@ from torch.utils._pytree import tree_flatten
 from torch.utils.module_tracker import ModuleTracker
 
 from . import emulate
-from .standin import module_label
+from .standin import Tracker, module_label
 from .step import TrainingStep, map_tensors, seed_host
 
 __all__ = ["NonFinite", "nonfinite_probe", "unstable_modules", "module_label"]
@@ -143,7 +143,7 @@ def nonfinite_probe(step: TrainingStep, device: str, dtype: torch.dtype, seed: i
     if dtype == torch.float32:
         model.float()
     batch = map_tensors(lambda t: t.to(device), step.batch)
-    tracker = ModuleTracker()
+    tracker = Tracker()
     labels = _NodeLabels(model)
     probe = _NonFiniteProbe(tracker, labels, model)
     for name, t in [*model.named_parameters(), *(("batch", b) for b in _tensors(batch))]:

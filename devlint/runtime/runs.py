@@ -28,7 +28,7 @@ from . import emulate, probes, standin
 from .compare import (Delta, Errors, Rounding, Tolerances, Verdict, judge, measure, needs_floor,
                       resolve_tolerances, round_range, round_trip)
 from .report import Finding, Report, Run
-from .step import Parameters, TrainingStep, host_rng_kept, map_tensors, seed_host
+from .step import Parameters, TrainingStep, fixed_reseed, host_rng_kept, map_tensors, seed_host
 
 __all__ = ["check_step", "MODES", "DEVICES", "MAX_HALVINGS", "INIT_SCALE"]
 
@@ -299,6 +299,7 @@ def _run(step: TrainingStep, device: str, mode: str, seed: int, *, keep: bool = 
         else:
             torch.manual_seed(seed)
         seed_host(seed)
+        emu.enter_context(fixed_reseed())
         rng_before = torch.get_rng_state()
         phase = "step"
         emu.enter_context(emulate.cpu_kernels(device, DTYPES[mode], kernels))
@@ -771,7 +772,8 @@ def _check(step, devices, modes, tolerances, seed, extra_warnings=(), world_size
         dist, dist_caught = for_check_step(step, devices, seed, world_size, target)
     report = Report(step.name, seed, torch.__version__, cpu_kernels=cpu_kernels)
     cuda = list(range(torch.cuda.device_count())) if torch.cuda.is_available() else []
-    with torch.random.fork_rng(devices=cuda), host_rng_kept(), warnings.catch_warnings(record=True) as caught:
+    with torch.random.fork_rng(devices=cuda), host_rng_kept(), fixed_reseed(), \
+            warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", DeprecationWarning)
         warnings.simplefilter("always", FutureWarning)
         _check_into(report, step, devices, modes, tols, seed, cpu_kernels)

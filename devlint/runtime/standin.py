@@ -96,6 +96,26 @@ class Tagged(torch.Tensor):
         return _map(lambda t: _tag(t) if type(t) is torch.Tensor else t, out)
 
 
+class Tracker(ModuleTracker):
+    """``torch.utils.module_tracker.ModuleTracker`` that survives modules run inside a
+    backward pass: a reversible layer (Hugging Face Reformer's ``_ReversibleFunction``)
+    recomputes its forward in backward on fresh leaf tensors, and ModuleTracker's gradient
+    hooks on those raise ``AssertionError: Expected gradient function to be set``. The module
+    is still entered and left (that happens first); only its backward attribution is lost."""
+
+    def _fw_pre_hook(self, mod, input) -> None:
+        try:
+            super()._fw_pre_hook(mod, input)
+        except AssertionError:
+            pass
+
+    def _fw_post_hook(self, mod, input, output) -> None:
+        try:
+            super()._fw_post_hook(mod, input, output)
+        except AssertionError:
+            pass
+
+
 class StandInUnsupported(RuntimeError):
     """A tensor the stand-in device cannot hold (a sparse tensor): devlint's limit, not the
     step's fault."""
@@ -457,7 +477,7 @@ def stand_in(model: torch.nn.Module):
     Everything is restored on exit."""
     import torch.nn.functional as F
 
-    tracker = ModuleTracker()
+    tracker = Tracker()
     mode = StandIn(tracker, model)
     saved = {n: getattr(torch, n) for n in ("tensor", "as_tensor", "asarray")}
     autocast_init = torch.amp.autocast_mode.autocast.__init__
