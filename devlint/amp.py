@@ -179,10 +179,22 @@ class AmpAnalysis(Analysis):
         self._with_pushed: dict[int, int] = {}
         self._keys: dict[int, tuple[str, bool]] = {}
         self._printer = cst.Module(body=[])
+        self.statements: dict[int, tuple[cst.BaseSmallStatement, cst.SimpleStatementLine]] = {}
 
     # -- frames -------------------------------------------------------------------------------
     def visit_Module(self, node: cst.Module) -> None:
         self.frame = Frame("module", node, None)
+
+    def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> None:
+        """For the rules' autofixes (:meth:`FrameRule.statement_of`), once for all of them:
+        ``id(call)`` -> (statement, line) where a line holds one statement that is the call
+        (``scaler.step(opt)``) or assigns it (``norm = clip_grad_norm_(...)``)."""
+        body = node.body
+        if len(body) == 1:
+            small = body[0]
+            kind = small.__class__
+            if (kind is cst.Expr or kind is cst.Assign or kind is cst.AnnAssign) and small.value.__class__ is cst.Call:
+                self.statements[id(small.value)] = (small, node)
 
     def leave_Module(self, node: cst.Module) -> None:
         self.closed = self.frame
@@ -547,18 +559,10 @@ class FrameRule(Rule):
         raise NotImplementedError
 
     # -- for autofixes: the statement an event's call is ---------------------------------------
-    def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> None:
-        """Remember ``call`` -> its statement where a line holds one statement that is the call
-        (``scaler.step(opt)``) or assigns it (``norm = clip_grad_norm_(...)``)."""
-        if len(node.body) == 1:
-            small = node.body[0]
-            value = getattr(small, "value", None)
-            if isinstance(small, (cst.Expr, cst.Assign, cst.AnnAssign)) and isinstance(value, cst.Call):
-                self.__dict__.setdefault("statements", {})[id(value)] = (small, node)
-
     def statement_of(self, call: cst.CSTNode):
-        """(small statement, its line) of an event's call, or ``None`` (see above)."""
-        return self.__dict__.get("statements", {}).get(id(call))
+        """(small statement, its line) of an event's call, or ``None`` (see
+        :meth:`AmpAnalysis.visit_SimpleStatementLine`)."""
+        return self.amp.statements.get(id(call))
 
     def report_at(self, item: "Event | Region", message: str | None = None, fix=None) -> None:
         """Report at an event or region recorded earlier in the traversal. The engine files a

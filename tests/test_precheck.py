@@ -159,6 +159,53 @@ def test_parsing_in_pieces_keeps_the_code_and_the_findings(monkeypatch):
     assert pieces > 10
 
 
+def test_cuts_found_in_the_text_keep_the_code_and_the_findings(monkeypatch):
+    """Without a stdlib tree (pre-check off) a long text is cut where its lines say
+    (engine._text_cuts) and the first lines of statements come from the ast of the reported
+    pieces only: every fixture and case renders back to its text and gives the findings of
+    the ast-cut parse."""
+    from devlint import engine
+
+    monkeypatch.setattr(engine, "CHUNK_LINES", 4)
+    pieces = 0
+    for path in _fixture_and_case_files():
+        text = path.read_text(encoding="utf-8")
+        try:
+            tree = ast.parse(text)
+        except SyntaxError:
+            continue
+        lines = text.split("\n")
+        cuts = engine._text_cuts(lines, 4)
+        if cuts and "\r" not in text:
+            parsed = engine._parse_pieces(lines, cuts)
+            assert parsed is not None, path
+            assert engine._join(parsed, text).code == text, path
+            pieces += 1
+        assert lint(text, str(path), precheck=False) == lint(text, str(path), precheck=False, tree=tree), path
+    assert pieces > 10
+
+
+def test_a_misjudged_text_cut_falls_back(monkeypatch):
+    """A ``def`` at column 0 inside a string, a multi-line decorator and a bracket: the piece
+    before such a cut does not parse, and the text is cut by its stdlib tree instead."""
+    from devlint import engine
+
+    monkeypatch.setattr(engine, "CHUNK_LINES", 4)
+    text = (
+        "import torch\n" + "x = 1\n" * 5
+        + 'DOC = """\ndef not_code():\n    pass\n"""\n' + "y = 2\n" * 5
+        + "@decorate(\n    1,\n)\ndef f():\n    return torch.cuda.amp.autocast()\n" + "z = 3\n" * 5
+        + "CALL = g(\ndef_ault=1)\n" + "w = 4\n" * 5
+        + "def h():\n    return torch.cuda.amp.GradScaler()\n"
+    )
+    lines = text.split("\n")
+    cuts = engine._text_cuts(lines, 4)
+    assert cuts and engine._parse_pieces(lines, cuts) is None  # the cut inside DOC
+    found = lint(text, "long.py", precheck=False)
+    assert found == lint(text, "long.py", precheck=False, tree=ast.parse(text))
+    assert [(f.code, f.line) for f in found] == [("DEV206", 20), ("DEV206", 34)]
+
+
 def test_a_syntax_error_in_a_long_file_is_reported_at_its_line(monkeypatch):
     from devlint import engine
 

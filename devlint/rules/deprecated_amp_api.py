@@ -161,7 +161,12 @@ with its own (unsafe) fix to the device in scope: with `--unsafe-fixes` both app
         self._refs: dict[str, list[cst.Name]] = {}  # local name -> its references outside imports
         self._groups: list[_Group] = []
         self._bound: dict[str, int] = {}  # local name -> how many imports bind it
-        self._gated_refs: set[str] = set()  # local names used under a version test or fallback
+        #: local name -> the gate chains it is used under (see ``_chain``), judged in leave_Module
+        #: for the names an import group binds only: judging every name's gates as it is
+        #: visited printed every ``if`` test holding a name
+        self._ref_chains: dict[str, dict[int, tuple]] = {}
+        #: the enclosing tests and except types, innermost first: (node, is a handler, outer chain)
+        self._chain: tuple | None = None
         self._memo: dict[int, bool] = {}  # id(test or except type) -> does it gate?
 
     def _flag(self, node: cst.CSTNode, name: str | None) -> None:
@@ -254,23 +259,40 @@ with its own (unsafe) fix to the device in scope: with `--unsafe-fixes` both app
 
     def visit_If(self, node: cst.If) -> None:
         self._gates.append(node.test)
+        self._chain = (node.test, False, self._chain)
 
     def leave_If(self, node: cst.If) -> None:
         self._gates.pop()
+        self._chain = self._chain[2]
 
     def visit_IfExp(self, node: cst.IfExp) -> None:
         self._gates.append(node.test)
+        self._chain = (node.test, False, self._chain)
 
     def leave_IfExp(self, node: cst.IfExp) -> None:
         self._gates.pop()
+        self._chain = self._chain[2]
 
     def visit_ExceptHandler(self, node: cst.ExceptHandler) -> None:
         if node.type is not None:
             self._handlers.append(node.type)
+            self._chain = (node.type, True, self._chain)
 
     def leave_ExceptHandler(self, node: cst.ExceptHandler) -> None:
         if node.type is not None:
             self._handlers.pop()
+            self._chain = self._chain[2]
+
+    def _chain_gated(self, chain: tuple | None) -> bool:
+        """:meth:`_gated` for a chain saved by ``visit_Name`` (same tests, same memo)."""
+        memo = self._memo
+        while chain is not None:
+            node, handler, chain = chain
+            if id(node) not in memo:
+                memo[id(node)] = self._fallback(node) if handler else self._version_test(node)
+            if memo[id(node)]:
+                return True
+        return False
 
     def _probe(self, node: cst.CSTNode) -> None:
         """``_ = torch.cpu.amp.autocast`` / a bare ``torch.cuda.amp.GradScaler``: a probe."""
@@ -300,8 +322,9 @@ with its own (unsafe) fix to the device in scope: with `--unsafe-fixes` both app
         if self._imports or id(node) in self._skip:
             return
         self._refs.setdefault(node.value, []).append(node)
-        if self._gated():
-            self._gated_refs.add(node.value)  # code for old torch uses it: leave the import alone
+        chain = self._chain
+        if chain is not None:
+            self._ref_chains.setdefault(node.value, {})[id(chain)] = chain
         self._flag(node, self.ctx.resolve(node))
 
     # -- reports and fixes --------------------------------------------------------------------
@@ -345,7 +368,7 @@ with its own (unsafe) fix to the device in scope: with `--unsafe-fixes` both app
             return None
         replacements: list[tuple[cst.CSTNode, str]] = [(group.module, group.new_module)]
         for local, name in group.names.items():
-            if self._bound.get(local, 0) != 1 or local in self._gated_refs:
+            if self._bound.get(local, 0) != 1 or any(map(self._chain_gated, self._ref_chains.get(local, {}).values())):
                 return None  # bound by another import too, or used by code for old torch: leave it
             for ref in self._refs.get(local, ()):
                 target: cst.CSTNode = ref
