@@ -22,7 +22,7 @@ form the engine takes as the stdlib ``ast`` of the text (``tree=``), which it on
 those lines, so positions are resolved without a second parse of the whole file.
 :meth:`StatementCache.stdlib_tree` gives the stdlib ``ast`` of the text for the pre-check
 (:mod:`devlint.precheck`), parsing only the top-level statements that are new since the last
-call.
+call, and :meth:`StatementCache.precheck_facts` its facts, joined from those of each statement.
 """
 
 from __future__ import annotations
@@ -33,6 +33,8 @@ import re
 from dataclasses import dataclass
 
 import libcst as cst
+
+from .precheck import Facts
 
 _NEWLINE = re.compile(r"\r\n|\r|\n")
 
@@ -87,8 +89,9 @@ class StatementCache:
         self.starts: list[int] = []  # offset where statement k's text starts
         self.lines: list[int] = []  # 1-based line where statement k's text starts
         self.stats = ParseStats()
-        #: id(top-level libcst statement) -> (that statement, the stdlib ast statements of its text)
-        self._stdlib: dict[int, tuple[cst.BaseStatement, list[ast.stmt]]] = {}
+        #: id(top-level libcst statement) -> [that statement, the stdlib ast statements of its
+        #: text, their pre-check facts (built when first asked for) or None]
+        self._stdlib: dict[int, list] = {}
 
     # ---- parsing -------------------------------------------------------------------------
 
@@ -205,11 +208,27 @@ class StatementCache:
                 except (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError):
                     self._stdlib = memo
                     return None
-                entry = (statement, nodes)
+                entry = [statement, nodes, None]
             memo[id(statement)] = entry
             body.extend(entry[1])
         self._stdlib = memo
         return ast.Module(body=body, type_ignores=[])
+
+    def precheck_facts(self) -> Facts | None:
+        """The pre-check's :class:`devlint.precheck.Facts` of the last parsed text, joined
+        (:meth:`Facts.joined`) from the facts of each top-level statement, built once per
+        statement node: an edit walks the statements it changed. ``None`` where
+        :meth:`stdlib_tree` is ``None`` or the facts cannot be joined."""
+        tree = self.stdlib_tree()
+        if tree is None:
+            return None
+        parts = []
+        for statement in self.module.body:
+            entry = self._stdlib[id(statement)]
+            if entry[2] is None:
+                entry[2] = Facts(ast.Module(body=entry[1], type_ignores=[]), "")
+            parts.append(entry[2])
+        return Facts.joined(parts, tree, self.text)
 
     # ---- the engine's view ---------------------------------------------------------------
 

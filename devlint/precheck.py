@@ -187,6 +187,55 @@ class Facts:
         #: what the predicates' helpers computed once for this file, by helper name
         self.memo: dict[str, object] = {}
 
+    @classmethod
+    def joined(cls, parts: Sequence["Facts"], tree: ast.Module, text: str) -> "Facts | None":
+        """The facts of ``tree`` (whose ``body`` is the concatenated bodies of the trees
+        ``parts`` were built from, in order) without walking it again: what the language
+        server's per-statement cache builds from the facts of each top-level statement, of
+        which an edit changes one. Equals ``Facts(tree, text)`` slot for slot (lists and dict
+        keys in the same order: each part's walk is the whole walk's over its statements);
+        ``None`` when this class has a slot the join does not know (the caller then builds
+        the facts whole)."""
+        if set(cls.__slots__) != _JOINED:
+            return None
+        self = cls.__new__(cls)
+        self.text, self.tree = text, tree
+        module_unit = Unit(None)
+        units = [module_unit]
+        attributes: dict[str, list] = {}
+        aliases: dict[str, set[str]] = {}
+        classes: list = []
+        strings, heads, placed, defs, imported, modules = set(), set(), set(), set(), set(), set()
+        own_methods, own_functions = module_unit.methods, module_unit.functions
+        for part in parts:
+            first, *rest = part.units
+            module_unit.statements.extend(first.statements)
+            for table, merged in ((first.methods, own_methods), (first.functions, own_functions)):
+                for key, items in table.items():
+                    merged.setdefault(key, []).extend(items)
+            module_unit.keywords |= first.keywords
+            units.extend(rest)
+            for key, items in part.attributes.items():
+                attributes.setdefault(key, []).extend(items)
+            for key, names in part.aliases.items():
+                aliases.setdefault(key, set()).update(names)
+            classes.extend(part.classes)
+            strings |= part.strings
+            heads |= part.fstring_heads
+            placed |= part.placed
+            defs |= part.defs
+            imported |= part.imported
+            modules |= part.modules
+        self.methods = _merged(u.methods for u in units)
+        self.functions = _merged(u.functions for u in units)
+        self.keywords = set().union(*(u.keywords for u in units))
+        self.attributes, self.strings, self.fstring_heads, self.placed = attributes, strings, heads, placed
+        self.defs, self.classes, self.imported, self.modules, self.aliases = defs, classes, imported, modules, aliases
+        self.class_names = {c.name for c in classes}
+        self.units = units
+        self.memo = {}
+        return self
+
     # -- queries -------------------------------------------------------------------------------
     def resolve(self, node: ast.AST | None) -> set[str]:
         """Every dotted name ``node`` (a Name/Attribute chain) may stand for through the file's
@@ -233,6 +282,12 @@ class Facts:
         return False
 
 
+#: The slots :meth:`Facts.joined` fills: a slot added to :class:`Facts` without being joined
+#: there makes it decline (the facts are then built whole), never give other facts.
+_JOINED = frozenset({"text", "tree", "methods", "functions", "attributes", "strings", "fstring_heads", "placed",
+                     "keywords", "defs", "classes", "class_names", "imported", "modules", "aliases", "units", "memo"})
+
+
 def _merged(tables: Iterable[dict[str, list]]) -> dict[str, list]:
     merged: dict[str, list] = {}
     for table in tables:
@@ -244,21 +299,25 @@ def _merged(tables: Iterable[dict[str, list]]) -> dict[str, list]:
     return merged
 
 
-def candidates(text: str, rules: Sequence[type], tree: ast.Module | None = None) -> tuple[list[type], ast.Module | None]:
+def candidates(text: str, rules: Sequence[type], tree: ast.Module | None = None,
+               facts: Facts | None = None) -> tuple[list[type], ast.Module | None]:
     """``(the rules that could report in this file, its stdlib ast or None)``.
 
     A rule whose ``candidate`` is ``None`` is always kept, and so is every rule when the
     stdlib cannot parse the text (libcst then reports the syntax error, as without the
-    pre-check) or a predicate raises."""
+    pre-check) or a predicate raises. ``facts``, the :class:`Facts` of ``tree`` if the caller
+    has them (the language server joins them per statement), saves the walk."""
     if all(getattr(r, "candidate", None) is None for r in rules):
         return list(rules), tree
+    if facts is not None and tree is None:
+        tree = facts.tree
     if tree is None:
         try:
             tree = ast.parse(text)
         except (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError):
             return list(rules), None
     try:
-        facts = Facts(tree, text)
+        facts = Facts(tree, text) if facts is None else facts
     except (RecursionError, MemoryError):  # pragma: no cover - an iterative walk
         return list(rules), tree
     kept = []

@@ -237,8 +237,8 @@ def lint_text(text: str, path: str | None, state: DocumentState, settings: Setti
     settings, ``# noqa``), re-using ``state``'s parse of unchanged statements.
 
     As ``devlint check``, the rules that pass the text pre-screen are narrowed by the ``ast``
-    pre-check (:func:`devlint.precheck.candidates`, on :meth:`StatementCache.stdlib_tree`: only
-    the changed statements are parsed by ``ast`` too) and a text with no candidate rule is not
+    pre-check (:func:`devlint.precheck.candidates`, on :meth:`StatementCache.precheck_facts`:
+    only the changed statements are parsed and walked for it) and a text with no candidate rule is not
     traversed; the pre-check runs while it pays (:meth:`DocumentState.wants_precheck`), the
     findings being the same either way. The collector is off for the whole lint.
 
@@ -306,7 +306,7 @@ def _lint_body(body: str, clean: str, name: str, rules: list, state: DocumentSta
     if state.precheck:
         if cancelled is not None and cancelled():
             raise Cancelled()
-        rules, _ = candidates(body, rules, state.cache.stdlib_tree())
+        rules, _ = candidates(body, rules, facts=state.cache.precheck_facts())
         state.precheck = not rules  # it pays while it spares the whole traversal
         if not rules:
             return []

@@ -111,6 +111,51 @@ def test_the_per_statement_stdlib_tree_is_ast_parse_without_positions(name):
     assert compared >= 15 and reused >= compared - 3
 
 
+def assert_same_facts(joined, whole) -> None:
+    """Slot for slot, the same nodes in the same order (dict keys too)."""
+    from devlint.precheck import _JOINED, Facts
+
+    assert set(Facts.__slots__) == _JOINED
+
+    def ids(value):
+        if isinstance(value, dict):
+            return [(k, ids(v)) for k, v in value.items()]
+        if isinstance(value, list):
+            return [id(v) for v in value]
+        return value
+
+    for slot in sorted(_JOINED - {"memo", "units"}):
+        assert ids(getattr(joined, slot)) == ids(getattr(whole, slot)), slot
+    assert len(joined.units) == len(whole.units)
+    for a, b in zip(joined.units, whole.units):
+        assert a.node is b.node and ids(a.statements) == ids(b.statements) and a.keywords == b.keywords
+        assert ids(a.methods) == ids(b.methods) and ids(a.functions) == ids(b.functions)
+
+
+@pytest.mark.parametrize("name", ["r10_report.py", "r20_report.py", "seed_reference_example.py"])
+def test_facts_joined_per_statement_are_the_facts_of_the_whole_tree(name):
+    from devlint.precheck import Facts
+
+    text = (LINT_FIXTURES / name).read_text(encoding="utf-8")
+    lines = text.splitlines(keepends=True)
+    rng = random.Random(name)
+    cache = StatementCache()
+    cache.parse(text)
+    compared = 0
+    for _ in range(25):
+        new = edit(lines, rng)
+        try:
+            cache.parse(new)
+        except Exception:  # noqa: BLE001 - a syntax error: nothing to compare
+            continue
+        joined = cache.precheck_facts()
+        assert joined is not None and joined.text == new
+        assert_same_facts(joined, Facts(joined.tree, new))
+        compared += 1
+        lines = new.splitlines(keepends=True)
+    assert compared >= 10
+
+
 def real_texts() -> list[tuple[str, str]]:
     """The benchmark's 10k-line file (no candidate rule) when its wheel is cached."""
     found = []
