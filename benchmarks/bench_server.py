@@ -4,6 +4,7 @@ diagnostics over real stdio, on real files from a pinned wheel.
 
     .venv/bin/python benchmarks/bench_server.py             # median of 7 edits, 5 bursts per file
     .venv/bin/python benchmarks/bench_server.py --quick     # 3 edits, 2 bursts
+    .venv/bin/python benchmarks/bench_server.py --stages    # and where the latency goes
 
 Files (from ``transformers==4.46.3``, downloaded once into ``benchmarks/.cache/wheels``):
 ``models/bert/modeling_bert.py`` (1,996 lines), ``cache_utils.py`` (2,122 lines, findings) and
@@ -22,7 +23,9 @@ from the last keystroke to the ``publishDiagnostics`` of the last version is tak
 worst of the bursts; target <= 150 ms). It includes the server's debounce
 (``devlint.server.DEBOUNCE``, 0: a change is linted at once, a lint made stale by a newer
 keystroke stops at its next statement). The load average is printed before and after: the
-machine is shared. Standard library plus devlint only.
+machine is shared. ``--stages`` runs a traced server (this script, ``--serve-traced``) and
+splits that time: the last key read by the server, until the lint that published starts,
+that lint, the publish. Standard library plus devlint only.
 """
 from __future__ import annotations
 
@@ -110,11 +113,75 @@ def in_process(texts: dict[str, str], runs: int) -> list[dict]:
     return rows
 
 
-class Server:
-    """``devlint server`` over pipes, with a reader thread."""
+def serve_traced(trace: str) -> int:
+    """``devlint server`` with timestamps (``time.perf_counter``, the same monotonic clock as
+    the client's on Linux) written to ``trace``: each message read (``recv``), each lint's
+    start and end (``start``, ``done`` or ``cancelled``) and each publish written."""
+    import devlint.server as server_module
 
-    def __init__(self) -> None:
-        self.proc = subprocess.Popen([sys.executable, "-m", "devlint", "server"], cwd=CACHE,
+    out = open(trace, "w", buffering=1)
+
+    def note(*parts) -> None:
+        out.write(" ".join([f"{time.perf_counter():.6f}", *map(str, parts)]) + "\n")
+
+    real_lint = server_module.lint_text
+
+    def lint_text(*args, **kwargs):
+        note("start")
+        try:
+            found = real_lint(*args, **kwargs)
+        except server_module.Cancelled:
+            note("cancelled")
+            raise
+        note("done")
+        return found
+
+    server_module.lint_text = lint_text
+    server = server_module.build_server()
+    handle = server.protocol.handle_message
+
+    def handle_message(message):
+        document = getattr(getattr(message, "params", None), "text_document", None)
+        note("recv", getattr(message, "method", None), getattr(document, "version", None))
+        return handle(message)
+
+    server.protocol.handle_message = handle_message
+    publish = server.text_document_publish_diagnostics
+
+    def publish_diagnostics(params):
+        publish(params)
+        note("published", params.version)
+
+    server.text_document_publish_diagnostics = publish_diagnostics
+    sys.setswitchinterval(getattr(server_module, "SWITCH_INTERVAL", sys.getswitchinterval()))
+    server.start_io()
+    return 0
+
+
+def stages(trace: str, bursts: list[tuple[int, float]]) -> list[dict]:
+    """Per burst (its last version, when its last key was sent): ms from the send to the
+    server reading it, from there to the start of the lint that published, that lint, the
+    publish; and how many lints started after the last key was read."""
+    events = [line.split() for line in Path(trace).read_text().splitlines()]
+    rows = []
+    for version, sent in bursts:
+        read = next(float(e[0]) for e in events if e[1] == "recv" and e[2] == "textDocument/didChange" and e[3] == str(version))
+        published = next(float(e[0]) for e in events if e[1] == "published" and e[2] == str(version))
+        starts = [float(e[0]) for e in events if e[1] == "start" and read <= float(e[0]) <= published]
+        done = max(float(e[0]) for e in events if e[1] == "done" and float(e[0]) <= published)
+        rows.append({"read": max(read - sent, 0.0) * 1000, "to_start": (starts[-1] - read) * 1000,
+                     "lint": (done - starts[-1]) * 1000, "publish": (published - done) * 1000, "lints": len(starts)})
+    return rows
+
+
+class Server:
+    """``devlint server`` over pipes, with a reader thread; traced (:func:`serve_traced`)
+    when ``trace`` names a file."""
+
+    def __init__(self, trace: str | None = None) -> None:
+        command = [sys.executable, "-m", "devlint", "server"] if trace is None else [
+            sys.executable, str(Path(__file__).resolve()), "--serve-traced", trace]
+        self.proc = subprocess.Popen(command, cwd=CACHE,
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
         self.inbox: queue.Queue = queue.Queue()
         self.next_id = 0
@@ -158,10 +225,11 @@ class Server:
             self.proc.kill()
 
 
-def over_stdio(texts: dict[str, str], bursts: int, keys: int = 10, gap: float = 0.03) -> list[dict]:
+def over_stdio(texts: dict[str, str], bursts: int, keys: int = 10, gap: float = 0.03, traced: bool = False) -> list[dict]:
     rows = []
     for name, text in texts.items():
-        server = Server()
+        trace = str(CACHE / f"trace-{os.getpid()}.txt") if traced else None
+        server = Server(trace)
         server.send("initialize", {"processId": None, "rootUri": None, "capabilities": {}}, request=True)
         server.wait(lambda m: m.get("id") == 1)
         server.send("initialized", {})
@@ -176,7 +244,7 @@ def over_stdio(texts: dict[str, str], bursts: int, keys: int = 10, gap: float = 
         row = len(lines) // 2
         while not lines[row].strip() or lines[row].endswith("\\"):
             row += 1
-        version, latencies, column = 1, [], len(lines[row])  # ASCII: code points = UTF-16 units
+        version, latencies, column, ends = 1, [], len(lines[row]), []  # ASCII: code points = UTF-16 units
         typed = "  # typing"[:keys].ljust(keys, "x")  # a comment, so that every keystroke parses
         for _ in range(bursts):
             for key in typed:
@@ -189,10 +257,17 @@ def over_stdio(texts: dict[str, str], bursts: int, keys: int = 10, gap: float = 
                 time.sleep(gap)
             arrived = server.wait(published(version))
             latencies.append(arrived - last)
+            ends.append((version, last))
             time.sleep(0.3)
         server.close()
         rows.append({"file": name.split("/")[-1], "lines": text.count("\n"), "bursts": bursts,
                      "median_ms": statistics.median(latencies) * 1000, "worst_ms": max(latencies) * 1000})
+        if trace is not None:
+            parts = stages(trace, ends)
+            os.unlink(trace)
+            for key in ("read", "to_start", "lint", "publish"):
+                rows[-1][key] = statistics.median(p[key] for p in parts)
+            rows[-1]["lints"] = max(p["lints"] for p in parts)
     return rows
 
 
@@ -200,14 +275,19 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="3 edits and 2 bursts per file")
     parser.add_argument("--output", default=str(HERE / "server_results.md"), help="where the Markdown goes")
+    parser.add_argument("--stages", action="store_true",
+                        help="trace the server: where the time from the last key to the diagnostics goes")
+    parser.add_argument("--serve-traced", metavar="TRACE", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.serve_traced:
+        return serve_traced(args.serve_traced)
     runs, bursts = (3, 2) if args.quick else (7, 5)
     texts = sources()
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     log("in-process re-lint")
     table1 = in_process(texts, runs)
     log("keystrokes to diagnostics over stdio")
-    table2 = over_stdio(texts, bursts)
+    table2 = over_stdio(texts, bursts, traced=args.stages)
     try:
         revision = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
                                   text=True).stdout.strip()
@@ -240,6 +320,18 @@ def main() -> int:
         *(f"| {r['file']} | {r['lines']} | {r['median_ms']:.0f} | {r['worst_ms']:.0f} |" for r in table2),
         "",
     ]
+    if args.stages:
+        out += [
+            "Where that time goes (traced server, median over the bursts, ms): the last key's message read by the "
+            "server, from there to the start of the lint that published, that lint, writing the publish; and the "
+            "most lints any burst started after its last key was read (1: the burst ended in one lint):",
+            "",
+            "| file | read | to lint start | lint | publish | lints after the last key |",
+            "|---|---:|---:|---:|---:|---:|",
+            *(f"| {r['file']} | {r['read']:.0f} | {r['to_start']:.0f} | {r['lint']:.0f} | {r['publish']:.0f} | "
+              f"{r['lints']} |" for r in table2),
+            "",
+        ]
     text = "\n".join(out)
     print(text)
     Path(args.output).write_text(text)

@@ -306,7 +306,10 @@ def _lint_body(body: str, clean: str, name: str, rules: list, state: DocumentSta
     if state.precheck:
         if cancelled is not None and cancelled():
             raise Cancelled()
-        rules, _ = candidates(body, rules, facts=state.cache.precheck_facts())
+        facts = state.cache.precheck_facts()
+        if cancelled is not None and cancelled():
+            raise Cancelled()
+        rules, _ = candidates(body, rules, facts=facts)
         state.precheck = not rules  # it pays while it spares the whole traversal
         if not rules:
             return []
