@@ -9,7 +9,7 @@ first error finding of a failing report. A correct model must pass every row; a 
 is a checker bug to fix in devlint/runtime (the regression model then goes to
 fixtures/runtime/zoo_wide.py). One thread, one check at a time.
 
-    python benchmarks/runtime_sweep.py [--seeds 1,2] [--out DIR] [NAME ...]
+    python benchmarks/runtime_sweep.py [--seeds 1,2] [--cpu-kernels auto|emulated|native] [--out DIR] [NAME ...]
 
 ``--out DIR`` writes the full report of every failing check to DIR/NAME-SEED.txt.
 """
@@ -496,6 +496,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", default="1,2")
     ap.add_argument("--out")
+    ap.add_argument("--cpu-kernels", default="auto", choices=("auto", "emulated", "native"))
     ap.add_argument("names", nargs="*")
     args = ap.parse_args(argv)
     torch.set_num_threads(1)
@@ -516,7 +517,7 @@ def main(argv=None) -> int:
                 break
             n = sum(p.numel() for p in step.model.parameters())
             try:
-                r = check_step(step, devices=["cpu"], seed=seed)
+                r = check_step(step, devices=["cpu"], seed=seed, cpu_kernels=args.cpu_kernels)
             except Exception:
                 print(f"{name:24s} {seed:4d} {n:8d} CHECK RAISED", flush=True)
                 traceback.print_exc()

@@ -227,3 +227,4 @@ def test_a_step_error_names_the_module_that_raised():
     errs = [f for f in r.errors if f.kind == "step-error"]
     assert {f.mode for f in errs} == {"bfloat16", "float16"}, str(r)
     assert all(f.module == "1 (_ScatterHead)" for f in errs), [f.module for f in errs]
+    assert all("autocast" in f.message and ".to(x.dtype)" in f.fix for f in errs), str(r)

@@ -383,7 +383,7 @@ class Verdict:
 
 def judge(errors: Errors, mode: str, tol: Tolerances, floor: Errors | None = None,
           adaptive: bool = False, fixed_rtol: float | None = None,
-          wide_floor: Errors | None = None) -> Verdict:
+          wide_floor: Errors | None = None, wide_scale: float | None = None) -> Verdict:
     """Judge a run's :class:`Errors` (see :class:`Tolerances` for the rule).
 
     Three ways, by the arguments:
@@ -411,7 +411,8 @@ def judge(errors: Errors, mode: str, tol: Tolerances, floor: Errors | None = Non
         mode: ``"float32"``, ``"bfloat16"`` or ``"float16"``.
         tol: the mode's :class:`Tolerances`.
         floor: the noise-floor run's errors.
-        wide_floor: the errors of the floor run with ``Rounding(mode, tol.k)``, or None.
+        wide_floor: the errors of the floor run with ``Rounding(mode, wide_scale)``, or None.
+        wide_scale: the scale of that perturbation (for the report); default ``tol.k``.
         adaptive: the optimizer is adaptive (Adam-like): updates are reported, not judged.
         fixed_rtol: judge the whole-model error against this bound.
 
@@ -452,7 +453,7 @@ def judge(errors: Errors, mode: str, tol: Tolerances, floor: Errors | None = Non
         how = (f"whole-model error within {tol.k:g}x the noise floor of {mode} rounding on this "
                f"model (floor {floor_err:.1e}, limit {k_floor:.1e})")
         if wide_floor is not None:
-            how += (f"; or within the error of {tol.k:g}x that rounding's perturbation "
+            how += (f"; or within the error of {wide_scale or tol.k:g}x that rounding's perturbation "
                     f"({wide:.1e})")
     share = sorted(judged.values(), key=lambda p: -p.sq_diff)
     worst = []
