@@ -267,11 +267,12 @@ def _chunk(t, i: int, j: int) -> torch.Tensor:
     return _flat(t)[i:j].to("cpu", torch.float32)
 
 
-def _sq_sums(x, r: torch.Tensor, zeros: bool) -> tuple[float, float, int]:
+def _sq_sums(x, r: torch.Tensor, zeros: bool, sq_ref: float | None = None) -> tuple[float, float, int]:
     """``(||x - r||^2, ||r||^2, #(x == 0 and r != 0))``, chunk by chunk (float32 within a
     chunk, summed in float64); the first is ``inf`` when ``x`` holds inf/NaN; the count is 0
-    unless ``zeros``."""
-    sq_diff = sq_ref = 0.0
+    unless ``zeros``. ``sq_ref``: ``||r||^2`` if already known (not computed again)."""
+    known = sq_ref is not None
+    sq_diff, sq_ref = 0.0, (sq_ref if known else 0.0)
     lost = 0
     n = r.numel()
     for i in range(0, n, CHUNK):
@@ -279,9 +280,10 @@ def _sq_sums(x, r: torch.Tensor, zeros: bool) -> tuple[float, float, int]:
         b = _flat(r)[i:i + CHUNK].float()
         d = a - b
         sq_diff += float(torch.dot(d, d))
-        sq_ref += float(torch.dot(b, b))
+        if not known:
+            sq_ref += float(torch.dot(b, b))
         if zeros:
-            lost += int(torch.count_nonzero(b)) - int(torch.count_nonzero(a.bool() & b.bool()))
+            lost += int(torch.count_nonzero(b[a == 0]))
     if not math.isfinite(sq_diff):
         sq_diff = math.inf
     return sq_diff, sq_ref, lost
@@ -291,7 +293,8 @@ def measure(ref_loss: float, ref_grads: Mapping[str, torch.Tensor | None],
             ref_updates: Mapping[str, torch.Tensor], loss: float,
             grads: Iterable[tuple[str, torch.Tensor | None]],
             updates: Mapping[str, torch.Tensor | Delta] | None = None,
-            lrs: Mapping[str, float] | None = None, zeros: bool = True) -> Errors:
+            lrs: Mapping[str, float] | None = None, zeros: bool = True,
+            norms: dict | None = None) -> Errors:
     """Compare one run with the reference, parameter by parameter.
 
     Args:
@@ -306,6 +309,9 @@ def measure(ref_loss: float, ref_grads: Mapping[str, torch.Tensor | None],
             None to skip updates.
         lrs: each parameter's learning rate, for :attr:`ParamError.update_lr`.
         zeros: count :attr:`ParamError.zeros` (float16 underflow); else they are 0.
+        norms: a dict to keep the reference tensors' squared norms in, filled on first use:
+            pass the same dict for every run compared with one reference (one pass over
+            the reference less per run), or None.
 
     Returns:
         :class:`Errors`. A non-finite run tensor gives an ``inf`` error.
@@ -324,11 +330,14 @@ def measure(ref_loss: float, ref_grads: Mapping[str, torch.Tensor | None],
         if g.numel() != g_ref.numel():
             raise RuntimeError(f"gradient of {name} has {g.numel()} elements, the reference {g_ref.numel()}")
         n = g_ref.numel()
-        sq_diff, sq_ref, lost = _sq_sums(g, g_ref, zeros)
+        known = norms if norms is not None else {}
+        sq_diff, sq_ref, lost = _sq_sums(g, g_ref, zeros, known.get(("grad", name)))
+        known[("grad", name)] = sq_ref
         upd = upd_lr = math.nan
         du = nu = 0.0
         if updates is not None and name in updates and name in ref_updates:
-            sq_du, sq_nu, _ = _sq_sums(updates[name], ref_updates[name], False)
+            sq_du, sq_nu, _ = _sq_sums(updates[name], ref_updates[name], False, known.get(("update", name)))
+            known[("update", name)] = sq_nu
             du, nu = math.sqrt(sq_du), math.sqrt(sq_nu)
             upd = _rel(du, nu)
             lr = (lrs or {}).get(name)

@@ -86,6 +86,7 @@ class _Raw:
     kernels: str | None = None  # CPU low-precision runs: "emulated" or "native"
     mixes: list = field(default_factory=list)
     unmoved: dict = field(default_factory=dict)
+    norms: dict = field(default_factory=dict)  # references: squared norms, filled by measure
     ok: bool = True  # set once judged
 
 
@@ -369,7 +370,7 @@ def _run(step: TrainingStep, device: str, mode: str, seed: int, *, keep: bool = 
         else:
             updates = None if raw.adaptive else {n: Delta(_elem(p), start[n], round_to) for n, p in named}
             raw.errors = measure(ref.loss, ref.grads, ref.updates, raw.loss, captured.items(),
-                                 updates, raw.lrs, zeros=mode == "float16")
+                                 updates, raw.lrs, zeros=mode == "float16", norms=ref.norms)
     except Exception as exc:  # noqa: BLE001 - every failure of the user's step is reported
         raw.error = _first_line(exc)
         text = str(exc)
