@@ -409,9 +409,10 @@ class AmpAnalysis(Analysis):
             frame.scaled_names.discard(name)
 
     def _builds(self, value: cst.BaseExpression, kind: str) -> bool:
-        if isinstance(value, cst.IfExp):
+        kind_of = value.__class__
+        if kind_of is cst.IfExp:
             return self._builds(value.body, kind) or self._builds(value.orelse, kind)
-        if not isinstance(value, cst.Call):
+        if kind_of is not cst.Call:
             return False
         name = self.ctx.resolve(value.func) or ""
         if kind == "scaler":

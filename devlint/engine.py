@@ -254,7 +254,7 @@ class _Core(Participant):
 
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
-        if isinstance(func, cst.Attribute) and func.attr.value == "add_argument":
+        if func.__class__ is cst.Attribute and func.attr.value == "add_argument":
             self.ctx.guard_attrs.update(guards.option_guards(node, self.ctx))
 
     def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
@@ -360,17 +360,32 @@ def _walk(module: cst.Module, visit: dict, leave: dict, ctx: Context) -> None:
                     push((value, 0))
 
 
-def _tables(participants: Iterable[Participant]) -> tuple[dict, dict]:
-    visit: dict[type, list] = {}
-    leave: dict[type, list] = {}
-    for participant in participants:
-        for attr in dir(type(participant)):
+_HOOKS: dict[type, list[tuple[bool, type, str]]] = {}
+
+
+def _hooks(cls: type) -> list[tuple[bool, type, str]]:
+    """(is a visit hook, node type, method name) of each ``visit_<Node>``/``leave_<Node>`` of a
+    participant class, in ``dir`` order; found once per class, not once per file."""
+    found = _HOOKS.get(cls)
+    if found is None:
+        found = []
+        for attr in dir(cls):
             prefix, _, node_name = attr.partition("_")
             if prefix not in ("visit", "leave") or not node_name:
                 continue
             kind = getattr(cst, node_name, None)
             if isinstance(kind, type):
-                (visit if prefix == "visit" else leave).setdefault(kind, []).append(getattr(participant, attr))
+                found.append((prefix == "visit", kind, attr))
+        _HOOKS[cls] = found
+    return found
+
+
+def _tables(participants: Iterable[Participant]) -> tuple[dict, dict]:
+    visit: dict[type, list] = {}
+    leave: dict[type, list] = {}
+    for participant in participants:
+        for is_visit, kind, attr in _hooks(type(participant)):
+            (visit if is_visit else leave).setdefault(kind, []).append(getattr(participant, attr))
     return visit, leave
 
 

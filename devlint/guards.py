@@ -178,13 +178,14 @@ def _comparison(expr: cst.Comparison, ctx) -> int:
         return 0
     target = expr.comparisons[0]
     op, right, left = target.operator, target.comparator, expr.left
+    left_call = left.__class__ is cst.Call  # exact type: no ABC isinstance on every comparison
     if (
-        isinstance(left, cst.Call) and dotted(left.func) == "len" and left.args
+        left_call and dotted(left.func) == "len" and left.args
         and (ctx.names.resolve(left.args[0].value) or "").startswith("torch.cuda.")
     ):
         # len(torch.cuda.default_generators) > 0
         return 1 if isinstance(op, (cst.GreaterThan, cst.GreaterThanEqual, cst.NotEqual)) else 0
-    if isinstance(left, cst.Call) and ctx.names.resolve(left.func) in AVAILABILITY:
+    if left_call and ctx.names.resolve(left.func) in AVAILABILITY:
         # device_count() > 0, is_available() == True, device_count() == 0
         if isinstance(right, cst.Integer) and right.value == "0":
             if isinstance(op, (cst.GreaterThan, cst.NotEqual)):

@@ -104,12 +104,13 @@ and a container wrapped in `nn.ModuleList` before `__init__` ends are left alone
 
     def _holds_modules(self, flow: DeviceFlow, expr) -> bool | None:
         """True: a container of modules; None: an empty container; False: anything else."""
-        if isinstance(expr, (cst.List, cst.Tuple, cst.Set)):
+        kind = expr.__class__
+        if kind is cst.List or kind is cst.Tuple or kind is cst.Set:
             items = [e.value for e in expr.elements if not isinstance(e, cst.StarredElement)]
             if not expr.elements:
                 return None
             return bool(items) and all(self._is_module(flow, e) for e in items)
-        if isinstance(expr, cst.Dict):
+        if kind is cst.Dict:
             items = [e.value for e in expr.elements if isinstance(e, cst.DictElement)]
             if not expr.elements:
                 return None
