@@ -478,21 +478,17 @@ CHUNK_LINES = 2_000
 
 def _parse_and_analyse(text: str, path: str, rules, tree, skipped: list[Finding]) -> list[Finding]:
     cuts = starts = None
-    if text.count("\n", 0, None) > CHUNK_LINES * 3 // 2 and "\r" not in text:
-        if tree is None:  # no stdlib tree (pre-check off): cut where the text says, checked by the parse
-            try:
-                module, starts = _parse_by_text(text)
-            except cst.ParserSyntaxError as exc:
-                line, col, reason = _syntax_error(text, exc)
-                return [*skipped, Finding(path, line, col, PARSE_ERROR, f"could not parse: {reason}, line {line}", line, col)]
-            except Exception as exc:  # noqa: BLE001 - the native parser may raise other errors
-                return [*skipped, Finding(path, 1, 0, PARSE_ERROR, f"could not parse: {type(exc).__name__}: {exc}", 1, 0)]
-            return sorted([*skipped, *lint_module(module, text, path, rules=rules, tree=starts)])
-        cuts = _cuts(tree)
-    starts = _top_starts(tree) if tree is not None else None
+    long = text.count("\n", 0, None) > CHUNK_LINES * 3 // 2 and "\r" not in text
+    by_text = long and tree is None  # no stdlib tree (pre-check off): cut where the text says
+    if tree is not None:
+        cuts = _cuts(tree) if long else None
+        starts = _top_starts(tree)
     del tree  # the stdlib tree of a long file is large: keep only what positions need
     try:
-        module = _parse(text, cuts)
+        if by_text:
+            module, starts = _parse_by_text(text)  # cuts checked by the parse
+        else:
+            module = _parse(text, cuts)
     except cst.ParserSyntaxError as exc:
         line, col, reason = _syntax_error(text, exc)
         return [*skipped, Finding(path, line, col, PARSE_ERROR, f"could not parse: {reason}, line {line}", line, col)]

@@ -177,15 +177,7 @@ class Facts:
                         extend([v for v in value if isinstance(v, AST)])
                     elif isinstance(value, AST):
                         push(value)
-        self.methods = _merged(u.methods for u in units)
-        self.functions = _merged(u.functions for u in units)
-        self.keywords = set().union(*(u.keywords for u in units))
-        self.attributes, self.strings, self.fstring_heads, self.placed = attributes, strings, heads, placed
-        self.defs, self.classes, self.imported, self.modules, self.aliases = defs, classes, imported, modules, aliases
-        self.class_names = {c.name for c in classes}
-        self.units = units
-        #: what the predicates' helpers computed once for this file, by helper name
-        self.memo: dict[str, object] = {}
+        self._settle(units, attributes, strings, heads, placed, defs, classes, imported, modules, aliases)
 
     @classmethod
     def joined(cls, parts: Sequence["Facts"], tree: ast.Module, text: str) -> "Facts | None":
@@ -226,6 +218,11 @@ class Facts:
             defs |= part.defs
             imported |= part.imported
             modules |= part.modules
+        self._settle(units, attributes, strings, heads, placed, defs, classes, imported, modules, aliases)
+        return self
+
+    def _settle(self, units, attributes, strings, heads, placed, defs, classes, imported, modules, aliases) -> None:
+        """Set the slots from what a walk (or a join of walks) collected."""
         self.methods = _merged(u.methods for u in units)
         self.functions = _merged(u.functions for u in units)
         self.keywords = set().union(*(u.keywords for u in units))
@@ -233,8 +230,8 @@ class Facts:
         self.defs, self.classes, self.imported, self.modules, self.aliases = defs, classes, imported, modules, aliases
         self.class_names = {c.name for c in classes}
         self.units = units
-        self.memo = {}
-        return self
+        #: what the predicates' helpers computed once for this file, by helper name
+        self.memo: dict[str, object] = {}
 
     # -- queries -------------------------------------------------------------------------------
     def resolve(self, node: ast.AST | None) -> set[str]:
