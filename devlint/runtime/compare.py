@@ -91,16 +91,33 @@ def round_range(t: torch.Tensor, mode: str | Rounding) -> torch.Tensor:
     """``t`` with what the mode's *range* costs it: for float16, the elements below 2**-14 in
     magnitude rounded to float16's subnormal grid (multiples of 2**-24; below 2**-25 they
     become 0), every other element unchanged; for bfloat16 and float32 (float32's exponent
-    range) ``t`` itself. Differentiable (the gradient passes through). The float16 noise
-    floor applies it to every module's output: autocast hands activations between modules in
-    float16, and a model whose activations sit below 2**-14 (Hugging Face MobileViT's tiny
-    configs at init: attention outputs ~3e-7) loses precision there that no rounding of
-    parameters and inputs shows."""
+    range) ``t`` itself. The float16 noise floor applies it to every module's output: autocast
+    hands activations between modules in float16, and a model whose activations sit below
+    2**-14 (Hugging Face MobileViT's tiny configs at init: attention outputs ~3e-7) loses
+    precision there that no rounding of parameters and inputs shows.
+
+    The gradient passes straight through, and no memory is added to the graph: an output
+    made in this forward (it has a ``grad_fn`` and is no view) is rounded in place, behind
+    autograd's back (``.data``: a backward that reads the saved output, ReLU's or softmax's,
+    then reads the rounded values, as it would in float16); any other tensor (a parameter, a
+    buffer, a view of one, an input handed on) is left alone and ``t + (rounded - t)`` is
+    returned, the difference detached (exact: ``rounded - t`` is, by Sterbenz's lemma), or
+    ``t`` itself when no element changes."""
     if isinstance(mode, Rounding):
         mode = mode.mode
     if mode != "float16" or not t.is_floating_point() or t.dtype == torch.float16:
         return t
-    return torch.where(t.abs() < FLOAT16_TINY, t.to(torch.float16).to(t.dtype), t)
+    with torch.no_grad():
+        data = t.detach()
+        tiny = data.abs() < FLOAT16_TINY
+        if t.grad_fn is not None and t._base is None:
+            t.data[tiny] = data[tiny].to(torch.float16).to(t.dtype)
+            return t
+        rounded = torch.where(tiny, data.to(torch.float16).to(t.dtype), data)
+        if torch.equal(rounded, data):
+            return t
+        delta = rounded.sub_(data)
+    return t + delta
 
 
 @dataclass(frozen=True)
