@@ -14,7 +14,7 @@ from torch import nn  # noqa: E402
 from devlint.runtime import TrainingStep, check_step  # noqa: E402
 from devlint.runtime import runs  # noqa: E402
 from devlint.runtime.compare import CHUNK, Delta, measure  # noqa: E402
-from devlint.runtime.emulate import Float32Accumulate, cpu_kernels, resolve  # noqa: E402
+from devlint.runtime.emulate import Float32Accumulate, Float32GEMMs, cpu_kernels, resolve  # noqa: E402
 
 ZOO = Path(__file__).resolve().parents[1] / "fixtures" / "runtime" / "zoo.py"
 
@@ -62,10 +62,52 @@ def test_emulated_convolution_and_its_backward():
     assert 0 <= rel < 0.05
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_gemm_kernels_compute_what_the_mode_computes_and_are_removed_on_exit(dtype):
+    torch.manual_seed(0)
+    a, b, bias = torch.randn(64, 300).to(dtype), torch.randn(300, 32).to(dtype), torch.randn(32).to(dtype)
+    A, B, C = torch.randn(3, 16, 40).to(dtype), torch.randn(3, 40, 8).to(dtype), torch.randn(3, 16, 8).to(dtype)
+    x, y = torch.randn(9, 9), torch.randn(9, 9)
+
+    def ops():
+        return [a @ b, torch.addmm(bias, a, b, beta=0.5, alpha=2.0), A @ B, torch.baddbmm(C, A, B, alpha=0.3)]
+
+    native_before, native32 = ops(), x @ y
+    with Float32Accumulate() as mode:
+        want = ops()
+    with Float32GEMMs() as kernels:
+        got, got32 = ops(), x @ y
+        with pytest.raises(RuntimeError, match="same dtype"):
+            a @ b.float()  # mixed dtypes raise as natively
+    assert kernels.ops == mode.ops == 4
+    assert all(torch.equal(g, w) and g.dtype == dtype for g, w in zip(got, want))
+    assert torch.equal(got32, native32)  # float32 goes through the same native kernel
+    assert all(torch.equal(n, m) for n, m in zip(ops(), native_before))  # PyTorch's kernels are back
+
+
+def test_gemm_kernels_under_autocast_and_backward():
+    torch.manual_seed(0)
+    lin = nn.Linear(7, 3)
+    x = torch.randn(5, 7)
+    grads = {}
+    for ctx in (Float32Accumulate, Float32GEMMs):
+        lin.zero_grad()
+        with ctx(), torch.autocast("cpu", dtype=torch.bfloat16):
+            out = lin(x)
+        out.float().square().sum().backward()
+        grads[ctx] = (out, lin.weight.grad.clone())
+    assert grads[Float32GEMMs][0].dtype == torch.bfloat16
+    assert torch.equal(grads[Float32GEMMs][0], grads[Float32Accumulate][0])
+    assert torch.equal(grads[Float32GEMMs][1], grads[Float32Accumulate][1])
+
+
 def test_cpu_kernels_scope_and_bad_value():
     assert isinstance(cpu_kernels("cpu", torch.float16), Float32Accumulate)
+    assert isinstance(cpu_kernels("cpu", torch.float16, "emulated", nn.Linear(2, 2)), Float32GEMMs)
+    assert isinstance(cpu_kernels("cpu", torch.float16, "emulated", nn.Sequential(nn.Conv1d(2, 2, 1))),
+                      Float32Accumulate)  # convolutions need the mode
     for args in (("cpu", torch.float32), ("cuda", torch.bfloat16), ("cpu", torch.bfloat16, "native")):
-        assert not isinstance(cpu_kernels(*args), Float32Accumulate)
+        assert not isinstance(cpu_kernels(*args), (Float32Accumulate, Float32GEMMs))
     with pytest.raises(ValueError, match="cpu_kernels"):
         cpu_kernels("cpu", torch.bfloat16, "fast")
 
@@ -207,3 +249,24 @@ def test_reference_keeps_updates_only_where_they_are_judged():
     low = [r for r in ra.runs if r.mode != "float32"]
     assert all(r.update_err is None and "updates not compared" in r.how for r in low)
     assert all(r.update_err is not None for r in rs.runs if r.mode != "float32")
+
+
+def test_built_in_adaptive_optimizers_skip_the_update_nothing_compares(monkeypatch):
+    """Adam's first update is ~lr*sign(g) and is not compared: its step (state allocation and
+    update) is skipped once the gradients are captured; SGD's update is judged and runs."""
+    calls = []
+    real = torch.optim.Adam._init_group
+    monkeypatch.setattr(torch.optim.Adam, "_init_group", lambda self, *a, **k: calls.append(1) or real(self, *a, **k))
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 8), nn.Tanh(), nn.Linear(8, 1))
+    batch = torch.randn(16, 8)
+    for opt, runs_update in ((lambda p: torch.optim.Adam(p, lr=1e-3), False),
+                             (lambda p: torch.optim.SGD(p, lr=1e-1), True)):
+        step = TrainingStep(model, batch, lambda m, b: m(b).square().mean(), opt)
+        report = check_step(step, devices=["cpu"])
+        assert report.ok, str(report)
+        assert runs._update_unused(step, opt(model.parameters())) is not runs_update
+    assert calls == []
+    sched = TrainingStep(model, batch, lambda m, b: m(b).square().mean(), lambda p: torch.optim.Adam(p),
+                         scheduler=lambda o: torch.optim.lr_scheduler.StepLR(o, 1))
+    assert not runs._update_unused(sched, torch.optim.Adam(model.parameters()))

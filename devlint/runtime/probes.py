@@ -152,7 +152,7 @@ def nonfinite_probe(step: TrainingStep, device: str, dtype: torch.dtype, seed: i
     torch.manual_seed(seed)
     seed_host(seed)
     try:
-        with emulate.cpu_kernels(device, dtype, kernels), tracker, probe:
+        with emulate.cpu_kernels(device, dtype, kernels, model), tracker, probe:
             with torch.autocast(device_type=device, dtype=dtype, enabled=dtype != torch.float32):
                 loss = step.loss_fn(model, batch)
             if probe.first is None and loss.requires_grad:
@@ -248,7 +248,7 @@ def unstable_modules(step: TrainingStep, device: str, mode: str, seed: int, k: f
         try:
             set_rng(before)
             largs = map_tensors(lambda t: t.to(dtype) if t.is_floating_point() else t, (args, kwargs))
-            with emulate.cpu_kernels(device, dtype, kernels), torch.autocast(device_type=device, dtype=dtype):
+            with emulate.cpu_kernels(device, dtype, kernels, mod), torch.autocast(device_type=device, dtype=dtype):
                 low = mod(*largs[0], **largs[1])
             set_rng(before)
             rargs = map_tensors(lambda t: round_trip(t, mode), (args, kwargs))
