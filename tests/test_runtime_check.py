@@ -294,6 +294,27 @@ def test_custom_step_fn_with_accumulation_and_clipping_passes():
     assert calls and set(calls) == {"GradScaler"}
 
 
+def test_clipping_before_unscale_is_named_as_a_rescaled_step_not_an_unstable_module():
+    def step_fn(model, batch, optimizer, scaler):
+        loss = _ce(model, batch)
+        scaler.scale(loss).backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)  # bug: clips the scaled gradients
+        scaler.unscale_(optimizer)
+        scaler.step(optimizer)
+        scaler.update()
+        return loss
+
+    model, batch = _tiny()
+    r = check_step(TrainingStep(model, batch, _ce, lambda p: torch.optim.AdamW(p, lr=1e-3), step_fn=step_fn),
+                   devices=["cpu"])
+    assert not r.ok
+    (f,) = [f for f in r.findings if f.kind == "mismatch"]
+    assert f.mode == "float16" and f.related == "DEV205" and f.module == "step_fn (the training step)"
+    assert "one factor for the whole model" in f.message and "scaler.unscale_(optimizer)" in f.fix
+    assert 0 < f.details["factor"] < 0.5 and f.details["residual"] < 0.1
+    assert [run.status for run in r.runs if run.mode == "bfloat16"] == ["ok"]  # no scaler there
+
+
 def test_step_fn_without_loss_scaling_underflows():
     def step_fn(model, batch, optimizer, scaler):
         loss = _ce(model, batch) * 1e-7

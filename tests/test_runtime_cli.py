@@ -177,3 +177,14 @@ def test_mode_and_tolerance_options(capsys):
     data = json.loads(out)
     assert code == 1 and [r["mode"] for r in data["runs"]] == ["float32", "bfloat16"]
     assert data["runs"][1]["status"] == "mismatch" and data["runs"][1]["floor"] > 0
+
+
+def test_threads_option(capsys):
+    before = torch.get_num_threads()
+    try:
+        code, out, _ = _main(capsys, "--device", "cpu", "--mode", "float32", "--threads", "1")
+        assert code == 0 and torch.get_num_threads() == 1
+        code, _, err = _main(capsys, "--threads", "0")
+        assert code == 2 and "--threads must be 1 or more" in err
+    finally:
+        torch.set_num_threads(before)

@@ -55,6 +55,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
              "on CPUs without bf16/fp16 units); native runs PyTorch's cpu kernels; auto "
              "(default): emulated when the largest parameter has 65536 elements or more")
     parser.add_argument(
+        "--threads", type=int, default=None, metavar="N",
+        help="torch.set_num_threads(N) before the check (default: torch's, one per core); 1 is "
+             "often faster and steadier on a small or shared machine")
+    parser.add_argument(
         "--world-size", type=_world_size, default=None, metavar="N",
         help="also run the step under DDP and FSDP on N local processes (gloo on the cpu, NCCL "
              "on cuda) and compare with one process; every rank loads TARGET itself")
@@ -181,6 +185,12 @@ def run(args: argparse.Namespace) -> int:
         if reason:
             print(f"{_PROG}: --device {device} asked for, but {reason}", file=sys.stderr)
             return 2
+    threads = getattr(args, "threads", None)
+    if threads is not None:
+        if threads < 1:
+            print(f"{_PROG}: --threads must be 1 or more, got {threads}", file=sys.stderr)
+            return 2
+        torch.set_num_threads(threads)
     tol_args = {k: getattr(args, k, None) for k in ("k", "quick", "negligible")}
     tolerances = Tolerances(**{k: v for k, v in tol_args.items() if v is not None}) \
         if any(v is not None for v in tol_args.values()) else None

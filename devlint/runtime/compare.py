@@ -208,6 +208,8 @@ class ParamError:
     sq_ref: float = 0.0  # ||g_ref||^2
     sq_udiff: float = 0.0  # ||u - u_ref||^2
     sq_uref: float = 0.0  # ||u_ref||^2
+    dot: float = 0.0  # <g, g_ref>, for Errors.uniform_factor
+    sq_run: float = 0.0  # ||g||^2, for Errors.uniform_factor
 
 
 @dataclass
@@ -238,6 +240,22 @@ class Errors:
         if not math.isfinite(diff):
             return math.inf
         return math.sqrt(diff / ref) if ref > 0 else (0.0 if diff == 0 else math.inf)
+
+    def uniform_factor(self, tol: Tolerances) -> tuple[float, float] | None:
+        """``(c, r)``: the least-squares factor ``c`` with ``g ~ c * g_ref`` over the judged
+        parameters concatenated, and the relative residual ``r = ||g - c g_ref|| / ||c g_ref||``
+        (unitless); None when undefined (no reference norm, non-finite errors, ``c = 0``). A
+        run whose every gradient is the reference's times one ``c`` far from 1, with ``r`` at
+        the rounding level, was rescaled by the step (clipping before ``unscale_``), not
+        broken by precision."""
+        judged = list(self.judged(tol).values())
+        ref = sum(p.sq_ref for p in judged)
+        run = sum(p.sq_run for p in judged)
+        dot = sum(p.dot for p in judged)
+        if not (ref > 0 and math.isfinite(run) and math.isfinite(dot)) or dot == 0:
+            return None
+        # ||g - c g_ref||^2 / ||c g_ref||^2 = (||g||^2 ||g_ref||^2 - <g, g_ref>^2) / <g, g_ref>^2
+        return dot / ref, math.sqrt(max(run * ref - dot * dot, 0.0)) / abs(dot)
 
 
 def _rel(diff: float, ref: float) -> float:
@@ -284,26 +302,28 @@ def _chunk(t, i: int, j: int) -> torch.Tensor:
     return _flat(t)[i:j].to("cpu", torch.float32)
 
 
-def _sq_sums(x, r: torch.Tensor, zeros: bool, sq_ref: float | None = None) -> tuple[float, float, int]:
-    """``(||x - r||^2, ||r||^2, #(x == 0 and r != 0))``, chunk by chunk (float32 within a
-    chunk, summed in float64); the first is ``inf`` when ``x`` holds inf/NaN; the count is 0
-    unless ``zeros``. ``sq_ref``: ``||r||^2`` if already known (not computed again)."""
+def _sq_sums(x, r: torch.Tensor, zeros: bool, sq_ref: float | None = None) -> tuple[float, float, int, float, float]:
+    """``(||x - r||^2, ||r||^2, #(x == 0 and r != 0), <x, r>, ||x||^2)``, chunk by chunk (float32
+    within a chunk, summed in float64); the first is ``inf`` when ``x`` holds inf/NaN; the
+    count is 0 unless ``zeros``. ``sq_ref``: ``||r||^2`` if already known (not computed again)."""
     known = sq_ref is not None
     sq_diff, sq_ref = 0.0, (sq_ref if known else 0.0)
-    lost = 0
+    lost, dot, sq_run = 0, 0.0, 0.0
     n = r.numel()
     for i in range(0, n, CHUNK):
         a = _chunk(x, i, i + CHUNK)
         b = _flat(r)[i:i + CHUNK].float()
         d = a - b
         sq_diff += float(torch.dot(d, d))
+        dot += float(torch.dot(a, b))
+        sq_run += float(torch.dot(a, a))
         if not known:
             sq_ref += float(torch.dot(b, b))
         if zeros:
             lost += int(torch.count_nonzero(b[a == 0]))
     if not math.isfinite(sq_diff):
         sq_diff = math.inf
-    return sq_diff, sq_ref, lost
+    return sq_diff, sq_ref, lost, dot, sq_run
 
 
 def measure(ref_loss: float, ref_grads: Mapping[str, torch.Tensor | None],
@@ -348,12 +368,12 @@ def measure(ref_loss: float, ref_grads: Mapping[str, torch.Tensor | None],
             raise RuntimeError(f"gradient of {name} has {g.numel()} elements, the reference {g_ref.numel()}")
         n = g_ref.numel()
         known = norms if norms is not None else {}
-        sq_diff, sq_ref, lost = _sq_sums(g, g_ref, zeros, known.get(("grad", name)))
+        sq_diff, sq_ref, lost, dot, sq_run = _sq_sums(g, g_ref, zeros, known.get(("grad", name)))
         known[("grad", name)] = sq_ref
         upd = upd_lr = math.nan
         du = nu = 0.0
         if updates is not None and name in updates and name in ref_updates:
-            sq_du, sq_nu, _ = _sq_sums(updates[name], ref_updates[name], False, known.get(("update", name)))
+            sq_du, sq_nu, _, _, _ = _sq_sums(updates[name], ref_updates[name], False, known.get(("update", name)))
             known[("update", name)] = sq_nu
             du, nu = math.sqrt(sq_du), math.sqrt(sq_nu)
             upd = _rel(du, nu)
@@ -361,7 +381,7 @@ def measure(ref_loss: float, ref_grads: Mapping[str, torch.Tensor | None],
             upd_lr = du / (lr * math.sqrt(max(n, 1))) if lr else None
         out.params[name] = ParamError(name, n, _rel(math.sqrt(sq_diff), math.sqrt(sq_ref)),
                                       upd, upd_lr, math.sqrt(sq_ref / max(n, 1)), lost,
-                                      sq_diff, sq_ref, du * du, nu * nu)
+                                      sq_diff, sq_ref, du * du, nu * nu, dot, sq_run)
     return out
 
 
@@ -455,7 +475,7 @@ def judge(errors: Errors, mode: str, tol: Tolerances, floor: Errors | None = Non
         limit = loss_limit = fixed_rtol
         ok_grad = model_err <= limit
         ok_upd = adaptive or math.isnan(upd_err) or upd_err <= limit
-        how = f"whole-model relative error within {fixed_rtol:g}"
+        how = f"whole-model relative error {'within' if ok_grad else 'beyond'} {fixed_rtol:g}"
     elif floor is None:
         limit = loss_limit = tol.quick * unit_roundoff(mode)
         ok_grad = all(p.grad <= limit for p in judged.values())
@@ -476,11 +496,11 @@ def judge(errors: Errors, mode: str, tol: Tolerances, floor: Errors | None = Non
             if wide_floor is not None:
                 upd_limit = max(upd_limit, wide_floor.model_error(tol, update=True))
             ok_upd = math.isnan(upd_err) or upd_err <= upd_limit
-        how = (f"whole-model error within {tol.k:g}x the noise floor of {mode} rounding on this "
-               f"model (floor {floor_err:.1e}, limit {k_floor:.1e})")
+        how = (f"whole-model error {'within' if ok_grad else 'beyond'} {tol.k:g}x the noise floor "
+               f"of {mode} rounding on this model (floor {floor_err:.1e}, limit {k_floor:.1e})")
         if wide_floor is not None:
-            how += (f"; or within the error of {wide_scale or tol.k:g}x that rounding's perturbation "
-                    f"({wide:.1e})")
+            how += (f"; {'or within' if ok_grad else 'and beyond'} the error of {wide_scale or tol.k:g}x "
+                    f"that rounding's perturbation ({wide:.1e})")
     share = sorted(judged.values(), key=lambda p: -p.sq_diff)
     worst = []
     if not (ok_grad and ok_upd):

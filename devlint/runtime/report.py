@@ -99,10 +99,10 @@ class Finding:
 
 _KERNELS = {
     "emulated": "matmuls and convolutions computed in float32 from the low-precision operands "
-                "and rounded once, as a GPU's tensor cores do (--cpu-kernels native: PyTorch's "
-                "cpu kernels)",
-    "native": "PyTorch's own cpu low-precision kernels (--cpu-kernels emulated: float32 "
-              "accumulation, as a GPU's tensor cores)",
+                "and rounded once, as a GPU's tensor cores do (--cpu-kernels native runs PyTorch's "
+                "own cpu kernels instead)",
+    "native": "PyTorch's own cpu low-precision kernels (--cpu-kernels emulated computes matmuls "
+              "and convolutions in float32 instead, as a GPU's tensor cores do)",
 }
 
 
@@ -229,7 +229,8 @@ class Report:
         if judged:
             out += ["", "how each run was judged:"]
             for r in judged:
-                excl = f"; {r.excluded} parameters with negligible gradient not judged" if r.excluded else ""
+                excl = (f"; {r.excluded} parameter{'s' if r.excluded != 1 else ''} with a negligible "
+                        "gradient not judged") if r.excluded else ""
                 out.append(f"  {r.device} {r.mode}: {r.how}{excl}")
         kernels = sorted({r.kernels for r in self.runs if r.kernels and r.status not in ("skipped",)})
         for k in kernels:

@@ -639,6 +639,22 @@ def _mismatch_finding(step, raw: _Raw, verdict: Verdict, seed: int, tol: Toleran
     culprit = ""
     details = {"worst": [list(w) for w in verdict.worst[:20]], "grad_err": verdict.grad_err,
                "floor": verdict.floor, "loss_err": verdict.loss_err}
+    fit = raw.errors.uniform_factor(tol) if raw.errors is not None else None
+    if fit is not None and abs(fit[0] - 1) > 0.5 and fit[1] < 0.1:
+        # one factor for the whole model: the step rescaled the gradients, no module is unstable
+        c, r = fit
+        where = "step_fn" if step.step_fn is not None else "loss_fn"
+        details.update(factor=c, residual=r)
+        return Finding(
+            "mismatch",
+            f"{raw.mode} gradients on {raw.device} are the float32 ones times {c:.2g}, one factor "
+            f"for the whole model (whole-model error {verdict.grad_err:.1e}, what is left after "
+            f"that factor {r:.1e}): the step rescales gradients, e.g. clips or reads them before "
+            "scaler.unscale_(optimizer), unscales twice or never, or scales the loss by hand",
+            "call scaler.unscale_(optimizer) once per step, after backward and before clipping or "
+            "reading .grad",
+            module=f"{where} (the training step)", device=raw.device, mode=raw.mode,
+            related="DEV205" if raw.mode == "float16" else None, details=details)
     if raw.mode != "float32":
         try:
             unstable = probes.unstable_modules(step, raw.device, raw.mode, seed, k=tol.k,
