@@ -28,7 +28,7 @@ from typing import Iterator
 import libcst as cst
 
 from .guards import string_value
-from .modules import is_module_base, is_module_constructor, strip_module_methods
+from .modules import is_module_class, is_module_constructor, strip_module_methods
 from .names import dotted
 from .rule import Analysis, Rule
 
@@ -213,7 +213,7 @@ class AmpAnalysis(Analysis):
         self.frame = self.frame.parent
 
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
-        if any(is_module_base(b.value, self.ctx, self.module_classes) for b in node.bases):
+        if is_module_class(node, self.ctx, self.module_classes):
             self.module_classes.add(node.name.value)
 
     # -- branches and loops -------------------------------------------------------------------

@@ -39,7 +39,7 @@ import re
 import libcst as cst
 
 from .guards import string_value
-from .modules import is_module_base
+from .modules import is_module_class
 from .names import dotted
 from .rule import Analysis
 
@@ -874,7 +874,7 @@ class DeviceFlow(Analysis):
 
     # ---- hooks --------------------------------------------------------------------------
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
-        is_module = any(is_module_base(b.value, self.ctx, self.local_modules) for b in node.bases)
+        is_module = is_module_class(node, self.ctx, self.local_modules)
         silent = any((dotted(b.value) or "").endswith("LightningModule") for b in node.bases)
         if is_module:
             self.local_modules.add(node.name.value)

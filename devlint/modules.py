@@ -24,6 +24,26 @@ def is_module_base(expr: cst.BaseExpression, ctx, local_modules: set[str]) -> bo
     return last in local_modules or last.endswith(("Module", "Model", "Loss"))
 
 
+def is_module_class(node: cst.ClassDef, ctx, local_modules: set[str]) -> bool:
+    """Is this class an ``nn.Module``: a base for which :func:`is_module_base` holds, or a
+    ``forward`` method and a base imported from outside torch (the project's own module base
+    in another file: ``from .base import Tagger`` then ``class BiGRU(Tagger)``; a
+    ``torch.autograd.Function`` also has a ``forward`` and is not one)?"""
+    if any(is_module_base(b.value, ctx, local_modules) for b in node.bases):
+        return True
+    body = node.body.body if isinstance(node.body, cst.IndentedBlock) else ()
+    if not any(isinstance(s, cst.FunctionDef) and s.name.value == "forward" for s in body):
+        return False
+    return any(_imported_from_outside_torch(b.value, ctx) for b in node.bases)
+
+
+def _imported_from_outside_torch(base: cst.BaseExpression, ctx) -> bool:
+    if isinstance(base, cst.Name) and base.value in ctx.names.relative:
+        return True
+    name = ctx.resolve(base)
+    return name is not None and name.split(".", 1)[0] != "torch"
+
+
 def strip_module_methods(expr: cst.BaseExpression) -> cst.BaseExpression:
     """``nn.Linear(2, 2).to(device).eval()`` -> ``nn.Linear(2, 2)``."""
     while isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value in MODULE_METHODS:

@@ -37,6 +37,7 @@ class ImportTable:
 
     def __init__(self) -> None:
         self.aliases: dict[str, str] = {}
+        self.relative: set[str] = set()  # names bound by ``from .x import name`` (not resolved)
 
     def add(self, node: cst.Import | cst.ImportFrom) -> None:
         """Record the names an import statement binds."""
@@ -51,6 +52,11 @@ class ImportTable:
                     top = full.split(".", 1)[0]
                     self.aliases[top] = top
             return
+        if node.relative and not isinstance(node.names, cst.ImportStar):
+            for alias in node.names:
+                bound = alias.asname.name if alias.asname is not None else alias.name
+                if isinstance(bound, cst.Name):
+                    self.relative.add(bound.value)
         if node.relative or isinstance(node.names, cst.ImportStar):
             return
         module = dotted(node.module)
@@ -68,6 +74,7 @@ class ImportTable:
     def forget(self, name: str) -> None:
         """A module-level ``def``/``class`` of that name shadows the import."""
         self.aliases.pop(name, None)
+        self.relative.discard(name)
 
     def resolve(self, node: cst.CSTNode | None) -> str | None:
         """Dotted name of ``node`` through the imports, e.g. ``torch.cuda.amp.GradScaler``.

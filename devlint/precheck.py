@@ -448,7 +448,10 @@ def builds_module(expr: ast.AST, facts: Facts) -> bool:
 
 def module_class(cls: ast.ClassDef, facts: Facts) -> bool:
     """Could this class be an ``nn.Module`` (:func:`devlint.modules.is_module_base`): a base
-    named ``*Module``/``*Model``/``*Loss`` or for a class of the file, or from ``torch.nn``?"""
+    named ``*Module``/``*Model``/``*Loss`` or for a class of the file, or from ``torch.nn``, or
+    a ``forward`` method (:func:`devlint.modules.is_module_class`; any base here)?"""
+    if cls.bases and any(s.__class__ is ast.FunctionDef and s.name == "forward" for s in cls.body):
+        return True
     for base in cls.bases:
         last = (dotted(base) or "").rsplit(".", 1)[-1]
         if last.endswith(("Module", "Model", "Loss")) or last in facts.class_names:

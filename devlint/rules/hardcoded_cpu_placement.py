@@ -7,7 +7,7 @@ import ast
 import libcst as cst
 
 from ..devices import is_cpu
-from ..modules import is_module_base, is_module_constructor, strip_module_methods
+from ..modules import is_module_class, is_module_constructor, strip_module_methods
 from ..precheck import arguments, builds_module, walk
 from ..precheck import strip_module_methods as ast_strip
 from ..rule import Rule
@@ -106,7 +106,7 @@ torch.onnx.export(model, torch.randn(1, 4), "model.onnx")
 
     # -- scopes -------------------------------------------------------------------------------
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
-        if any(is_module_base(b.value, self.ctx, self._classes) for b in node.bases):
+        if is_module_class(node, self.ctx, self._classes):
             self._classes.add(node.name.value)
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
