@@ -240,7 +240,7 @@ class AmpAnalysis(Analysis):
 
     def visit_For(self, node) -> None:
         self._loops.append(id(node))
-        if isinstance(node, cst.For):
+        if node.__class__ is cst.For:
             target = node.target
             elements = [e.value for e in target.elements] if isinstance(target, (cst.Tuple, cst.List)) else [target]
             self.loop_targets[id(node)] = {n for n in map(dotted, elements) if n}
@@ -258,10 +258,10 @@ class AmpAnalysis(Analysis):
             return cached
         positive = True
         expr = test
-        while isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Not):
+        while expr.__class__ is cst.UnaryOperation and expr.operator.__class__ is cst.Not:
             expr, positive = expr.expression, not positive
         code = self._printer.code_for_node
-        if isinstance(expr, cst.Comparison) and len(expr.comparisons) == 1:
+        if expr.__class__ is cst.Comparison and len(expr.comparisons) == 1:
             target = expr.comparisons[0]
             op = target.operator
             if isinstance(op, (cst.IsNot, cst.NotEqual)):
@@ -297,14 +297,14 @@ class AmpAnalysis(Analysis):
     # -- regions ------------------------------------------------------------------------------
     def region(self, expr: cst.BaseExpression) -> Region | None:
         """The autocast region this ``with`` item or decorator opens, if any."""
-        if isinstance(expr, cst.IfExp):
+        if expr.__class__ is cst.IfExp:
             for side in (expr.body, expr.orelse):
                 found = self.region(side)
                 if found is not None:
                     found.enabled = "expr" if found.enabled is True else found.enabled
                     return found
             return None
-        if not isinstance(expr, cst.Call):
+        if expr.__class__ is not cst.Call:
             return None
         name = self.ctx.resolve(expr.func)
         if name not in AUTOCAST:
@@ -329,9 +329,9 @@ class AmpAnalysis(Analysis):
         else:
             dtype = self.dtype(dtype_expr)
         enabled_expr = args.get("enabled")
-        if enabled_expr is None or (isinstance(enabled_expr, cst.Name) and enabled_expr.value == "True"):
+        if enabled_expr is None or (enabled_expr.__class__ is cst.Name and enabled_expr.value == "True"):
             enabled = True
-        elif isinstance(enabled_expr, cst.Name) and enabled_expr.value == "False":
+        elif enabled_expr.__class__ is cst.Name and enabled_expr.value == "False":
             enabled = False
         else:
             enabled = "expr"
@@ -445,7 +445,7 @@ class AmpAnalysis(Analysis):
         """An ``nn.Module``: a constructor of ``torch.nn`` or of a module class of this file, a
         name bound to one, or a name like ``model``/``net`` (through ``.to(...)`` chains)."""
         expr = strip_module_methods(expr)
-        if isinstance(expr, cst.Call):
+        if expr.__class__ is cst.Call:
             return is_module_constructor(expr, self.ctx, self.module_classes)
         name = dotted(expr)
         if name is None:
@@ -456,11 +456,11 @@ class AmpAnalysis(Analysis):
 
     def scale_call(self, expr: cst.BaseExpression) -> str | None:
         """The scaler's name if ``expr`` is ``scaler.scale(...)`` (also inside ``typing.cast``)."""
-        if isinstance(expr, cst.Call) and dotted(expr.func) in ("cast", "typing.cast") and len(expr.args) == 2:
+        if expr.__class__ is cst.Call and dotted(expr.func) in ("cast", "typing.cast") and len(expr.args) == 2:
             expr = expr.args[1].value
         if (
-            isinstance(expr, cst.Call)
-            and isinstance(expr.func, cst.Attribute)
+            expr.__class__ is cst.Call
+            and expr.func.__class__ is cst.Attribute
             and expr.func.attr.value == "scale"
             and expr.args
         ):
@@ -468,7 +468,7 @@ class AmpAnalysis(Analysis):
         return None
 
     def _scaled(self, expr: cst.BaseExpression) -> bool:
-        if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value == "scale" and expr.args:
+        if expr.__class__ is cst.Call and expr.func.__class__ is cst.Attribute and expr.func.attr.value == "scale" and expr.args:
             return True  # <anything>.scale(loss).backward()
         name = dotted(expr)
         return name is not None and any(name in f.scaled_names for f in self.frame.chain())
@@ -496,14 +496,14 @@ class AmpAnalysis(Analysis):
             first = node.args[0].value if node.args else None
             self._add("backward", node, scaled=first is not None and self._scaled(first), region=self.current_region())
             return
-        if not isinstance(func, cst.Attribute):
+        if func.__class__ is not cst.Attribute:
             return
         method, receiver = func.attr.value, func.value
         if method == "backward":
             owner = dotted(receiver)
             if owner is not None and owner.rsplit(".", 1)[-1] in _NOT_TENSORS:
                 return
-            if isinstance(receiver, cst.Call) and isinstance(receiver.func, cst.Name) and receiver.func.value == "super":
+            if receiver.__class__ is cst.Call and receiver.func.__class__ is cst.Name and receiver.func.value == "super":
                 return
             if owner is not None and node.args and self.is_optimizer(owner):
                 # optimizer.backward(loss): an fp16/AMP optimizer wrapper (fairseq, apex) scales itself

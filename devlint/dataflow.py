@@ -125,7 +125,7 @@ class ClassInfo:
     def __init__(self, node: cst.ClassDef, is_module: bool, silent: bool) -> None:
         self.node, self.name = node, node.name.value
         self.attrs: dict[str, V | None] = {}
-        self.methods = {s.name.value for s in node.body.body if isinstance(s, cst.FunctionDef)} if isinstance(node.body, cst.IndentedBlock) else set()
+        self.methods = {s.name.value for s in node.body.body if s.__class__ is cst.FunctionDef} if node.body.__class__ is cst.IndentedBlock else set()
         self.is_module, self.silent = is_module, silent
         self.param_attrs: set[str] = set()
         #: attributes holding a ``torch.nn`` layer (which does not move its inputs itself)
@@ -230,9 +230,9 @@ class DeviceFlow(Analysis):
     def _callee(self, func: cst.BaseExpression) -> tuple[V | None, cst.BaseExpression | None]:
         """(kind of the called model or loss, the expression naming it) for ``model(...)``,
         ``self.net(...)``, ``model.generate/forward/encode(...)``; ``(None, None)`` otherwise."""
-        if isinstance(func, cst.Name):
+        if func.__class__ is cst.Name:
             return self.lookup(func.value), func
-        if isinstance(func, cst.Attribute):
+        if func.__class__ is cst.Attribute:
             if self.is_self(func.value):
                 return self.self_attr(func.attr.value), func
             if func.attr.value in _MODEL_METHODS:
@@ -337,7 +337,7 @@ class DeviceFlow(Analysis):
         return True
 
     def is_self(self, expr: cst.BaseExpression) -> bool:
-        return isinstance(expr, cst.Name) and self.frame.self_name is not None and expr.value == self.frame.self_name
+        return expr.__class__ is cst.Name and self.frame.self_name is not None and expr.value == self.frame.self_name
 
     def value(self, expr: cst.BaseExpression | None, env: dict | None = None) -> V | None:
         """The kind of ``expr`` in the current frame (``None``: unknown)."""
@@ -385,12 +385,12 @@ class DeviceFlow(Analysis):
             v = self.value(expr.expression, env)
             return v if v is not None and v.kind in TENSORS else None
         if t in (cst.Tuple, cst.List):
-            return self._container([e.value for e in expr.elements], [isinstance(e, cst.StarredElement) for e in expr.elements], env)
+            return self._container([e.value for e in expr.elements], [e.__class__ is cst.StarredElement for e in expr.elements], env)
         if t is cst.Dict:
             values, stars = [], []
             for e in expr.elements:
                 values.append(e.value)
-                stars.append(isinstance(e, cst.StarredDictElement))
+                stars.append(e.__class__ is cst.StarredDictElement)
             return self._container(values, stars, env)
         if t in (cst.DictComp, cst.ListComp, cst.GeneratorExp, cst.SetComp):
             return self._comprehension(expr, env)
@@ -423,7 +423,7 @@ class DeviceFlow(Analysis):
     def _placing_dataset(self, expr: cst.BaseExpression | None) -> bool:
         """A Dataset of this module whose ``__getitem__`` returns device tensors: ``Ds(...)`` or a
         name bound to one."""
-        if isinstance(expr, cst.Call):
+        if expr.__class__ is cst.Call:
             return dotted(expr.func) in self.device_datasets
         return dotted(expr) in self.device_dataset_names if expr is not None else False
 
@@ -431,7 +431,7 @@ class DeviceFlow(Analysis):
         """``self.p`` where the class assigns ``p`` a number (see :attr:`ClassInfo.scalar_attrs`)."""
         cls = self.frame.cls
         return (
-            cls is not None and isinstance(expr, cst.Attribute) and self.is_self(expr.value)
+            cls is not None and expr.__class__ is cst.Attribute and self.is_self(expr.value)
             and expr.attr.value in cls.scalar_attrs
         )
 
@@ -440,7 +440,7 @@ class DeviceFlow(Analysis):
         kinds, origins = [], ()
         for operand in operands:
             if isinstance(operand, (cst.Integer, cst.Float, cst.Imaginary)) or (
-                isinstance(operand, cst.Name) and operand.value in ("None", "True", "False")
+                operand.__class__ is cst.Name and operand.value in ("None", "True", "False")
             ) or self._scalar_attr(operand):
                 continue
             v = self.value(operand, env)
@@ -479,7 +479,7 @@ class DeviceFlow(Analysis):
         while node is not None:
             self._bind_iteration(node.target, node.iter, scope, env=scope)
             node = node.inner_for_in
-        if isinstance(expr, cst.DictComp):
+        if expr.__class__ is cst.DictComp:
             v = self.value(expr.value, scope)
         else:
             v = self.value(expr.elt, scope)
@@ -498,9 +498,9 @@ class DeviceFlow(Analysis):
     def is_cpu_device(self, expr, env=None) -> bool:
         if string_value(expr) == "cpu":
             return True
-        if isinstance(expr, cst.Call) and self.ctx.resolve(expr.func) == "torch.device" and expr.args:
+        if expr.__class__ is cst.Call and self.ctx.resolve(expr.func) == "torch.device" and expr.args:
             return string_value(expr.args[0].value) == "cpu"
-        if isinstance(expr, cst.Name):
+        if expr.__class__ is cst.Name:
             v = env.get(expr.value) if env and expr.value in env else self.lookup(expr.value)
             return v is not None and v.kind == CPUDEV
         return False
@@ -533,7 +533,7 @@ class DeviceFlow(Analysis):
                     break
             if target is None or self.is_dtype(target):
                 return base
-            if isinstance(target, cst.Name) and not self.is_cpu_device(target, env):
+            if target.__class__ is cst.Name and not self.is_cpu_device(target, env):
                 other = env.get(target.value) if env and target.value in env else self.lookup(target.value)
                 if other is not None and other.kind in (CPU, DEV) and not other.module:
                     return V(other.kind)
@@ -550,7 +550,7 @@ class DeviceFlow(Analysis):
         func = call.func
         for arg in call.args:
             if arg.keyword is not None and arg.keyword.value == "return_tensors" and string_value(arg.value) == "pt":
-                if isinstance(func, cst.Attribute) and func.attr.value in ("encode", "apply_chat_template"):
+                if func.__class__ is cst.Attribute and func.attr.value in ("encode", "apply_chat_template"):
                     return V(CPU)
                 return V(CPUB)
         last = (dotted(func) or "").rsplit(".", 1)[-1]
@@ -568,12 +568,12 @@ class DeviceFlow(Analysis):
             v = self._library_call(name, call, env)
             if v is not False:
                 return v
-        if isinstance(func, cst.Name):
+        if func.__class__ is cst.Name:
             fn = func.value
             if fn == "next" and call.args:
                 source = call.args[0].value
                 inner = self.value(source, env)
-                if isinstance(source, cst.Call) and dotted(source.func) == "iter" and source.args:
+                if source.__class__ is cst.Call and dotted(source.func) == "iter" and source.args:
                     source = source.args[0].value
                 if env is None and (inner is None or inner.kind == PARAM) and isinstance(source, (cst.Name, cst.Attribute)):
                     # batch = next(iter(loader)) of a loader the linter cannot see: one batch group
@@ -588,11 +588,11 @@ class DeviceFlow(Analysis):
                 return self.summaries[fn]
             callee = self.value(func, env)
             return self._called(callee, call, func, env)
-        if isinstance(func, cst.Subscript) and self.frame.forward and isinstance(func.value, cst.Attribute) and self.is_self(func.value.value):
+        if func.__class__ is cst.Subscript and self.frame.forward and func.value.__class__ is cst.Attribute and self.is_self(func.value.value):
             cls = self.frame.cls
             if cls is not None and func.value.attr.value not in cls.param_attrs:
                 return V(INP)  # self.layers[0](x): a submodule of an nn.ModuleList, on the module's device
-        if isinstance(func, cst.Attribute):
+        if func.__class__ is cst.Attribute:
             method = func.attr.value
             receiver = func.value
             if method == "from_pretrained":
@@ -607,7 +607,7 @@ class DeviceFlow(Analysis):
                 return self._called(self.self_attr(method), call, func, env)
             base = self.value(receiver, env)
             if method in ("to", "cuda", "cpu"):
-                if isinstance(receiver, cst.Call) and (dotted(receiver.func) or "").endswith(_SCATTERS):
+                if receiver.__class__ is cst.Call and (dotted(receiver.func) or "").endswith(_SCATTERS):
                     return None  # DataParallel/DDP scatter CPU inputs themselves
                 if base is None and method != "to":
                     return V(DEV) if method == "cuda" else V(CPU, explicit=True)
@@ -777,9 +777,9 @@ class DeviceFlow(Analysis):
 
     def bind(self, target: cst.BaseExpression, value_expr: cst.BaseExpression | None, v: V | None, scope: dict | None = None) -> None:
         """Bind an assignment target to ``v`` (the kind of ``value_expr``)."""
-        if isinstance(target, cst.Name):
+        if target.__class__ is cst.Name:
             self._set(target.value, v, scope)
-        elif isinstance(target, cst.Attribute):
+        elif target.__class__ is cst.Attribute:
             if scope is None and self.is_self(target.value) and self.frame.cls is not None:
                 if v is not None and (v.kind in _LOCAL_KINDS or v.group is not None):
                     v = None  # a batch of this call or a parameter: means nothing in other methods
@@ -787,37 +787,37 @@ class DeviceFlow(Analysis):
         elif isinstance(target, (cst.Tuple, cst.List)):
             elements = target.elements
             if isinstance(value_expr, (cst.Tuple, cst.List)) and len(value_expr.elements) == len(elements) and not any(
-                isinstance(e, cst.StarredElement) for e in (*elements, *value_expr.elements)
+                e.__class__ is cst.StarredElement for e in (*elements, *value_expr.elements)
             ):
                 for t, e in zip(elements, value_expr.elements):
                     self.bind(t.value, e.value, self.value(e.value, scope), scope)
                 return
             inner = self.element(v)
             for t in elements:
-                if isinstance(t, cst.StarredElement):
+                if t.__class__ is cst.StarredElement:
                     self.bind(t.value, None, None, scope)
                 elif isinstance(t.value, (cst.Tuple, cst.List)):
                     self.bind(t.value, None, v if v is not None and v.kind in (CPUB, DEVB, PB) else inner, scope)
                 else:
                     self.bind(t.value, None, inner, scope)
-        elif isinstance(target, cst.Subscript) and scope is None:
+        elif target.__class__ is cst.Subscript and scope is None:
             base = target.value
-            if isinstance(base, cst.Name) and base.value in self.frame.vars:
+            if base.__class__ is cst.Name and base.value in self.frame.vars:
                 self.frame.vars[base.value] = None  # batch["x"] = ...: mixed from now on
         self._memo.clear()
 
     def _bind_iteration(self, target, iter_expr, scope: dict | None, env=None) -> None:
         """``for target in iter_expr``: loaders yield CPU batches; enumerate/zip/tqdm pass through."""
-        if isinstance(iter_expr, cst.Call):
+        if iter_expr.__class__ is cst.Call:
             func = iter_expr.func
             fname = dotted(func) or ""
             last = fname.rsplit(".", 1)[-1]
             args = [a.value for a in iter_expr.args if a.keyword is None and not a.star]
-            if last == "enumerate" and args and isinstance(target, cst.Tuple) and len(target.elements) == 2:
+            if last == "enumerate" and args and target.__class__ is cst.Tuple and len(target.elements) == 2:
                 self.bind(target.elements[0].value, None, None, scope)
                 self._bind_iteration(target.elements[1].value, args[0], scope, env)
                 return
-            if last == "zip" and isinstance(target, cst.Tuple) and len(target.elements) == len(args):
+            if last == "zip" and target.__class__ is cst.Tuple and len(target.elements) == len(args):
                 for t, a in zip(target.elements, args):
                     self._bind_iteration(t.value, a, scope, env)
                 return
@@ -827,20 +827,20 @@ class DeviceFlow(Analysis):
             if last in _PASSTHROUGH_ITER and args:
                 self._bind_iteration(target, args[0], scope, env)
                 return
-            if last in ("items", "values") and isinstance(func, cst.Attribute):
+            if last in ("items", "values") and func.__class__ is cst.Attribute:
                 base = self.value(func.value, env)
                 inner = None
                 if base is not None and base.kind in (CPUB, DEVB):
                     inner = V(CPU if base.kind == CPUB else DEV)
                 elif base is not None and base.kind == PB:
                     inner = V(PITEM, group=base.group, param=base.param)
-                if last == "items" and isinstance(target, cst.Tuple) and len(target.elements) == 2:
+                if last == "items" and target.__class__ is cst.Tuple and len(target.elements) == 2:
                     self.bind(target.elements[0].value, None, None, scope)
                     self.bind(target.elements[1].value, None, inner, scope)
                 else:
                     self.bind(target, None, inner if last == "values" else None, scope)
                 return
-        if self.frame.forward and isinstance(iter_expr, cst.Attribute) and self.is_self(iter_expr.value):
+        if self.frame.forward and iter_expr.__class__ is cst.Attribute and self.is_self(iter_expr.value):
             cls = self.frame.cls
             if cls is not None and iter_expr.attr.value not in cls.param_attrs:
                 # for block in self.blocks: a submodule, whose output is on the module's device
@@ -854,14 +854,14 @@ class DeviceFlow(Analysis):
         """``for target in <a value of kind v>``; ``key`` names the batch group that iterating
         an unknown name (a parameter, ``self.loader``) yields (``None``: no group)."""
         if v is not None and v.kind == ENUM:
-            if isinstance(target, cst.Tuple) and len(target.elements) == 2:
+            if target.__class__ is cst.Tuple and len(target.elements) == 2:
                 self.bind(target.elements[0].value, None, None, scope)
                 self._bind_value_iteration(target.elements[1].value, v.origins[0], key, scope)
             else:
                 self.bind(target, None, None, scope)
             return
         if v is not None and v.kind == ZIP:
-            if isinstance(target, cst.Tuple) and len(target.elements) == len(v.origins):
+            if target.__class__ is cst.Tuple and len(target.elements) == len(v.origins):
                 for i, (t, inner) in enumerate(zip(target.elements, v.origins)):
                     self._bind_value_iteration(t.value, inner, None if key is None else key + i + 1, scope)
             else:
@@ -901,7 +901,7 @@ class DeviceFlow(Analysis):
             if frame.forward and name != self_name and _may_be_tensor(param):
                 frame.vars[name] = V(INP)
         for star in (params.star_arg, params.star_kwarg):
-            if isinstance(star, cst.Param):
+            if star.__class__ is cst.Param:
                 frame.vars[star.name.value] = None
         self.frame = frame
         self._memo.clear()
@@ -925,11 +925,11 @@ class DeviceFlow(Analysis):
         self.frame.vars.pop(node.name.value, None)
 
     def visit_Module(self, node: cst.Module) -> None:
-        self.functions = {s.name.value for s in node.body if isinstance(s, cst.FunctionDef)}
+        self.functions = {s.name.value for s in node.body if s.__class__ is cst.FunctionDef}
 
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
-        if isinstance(func, cst.Name) and func.value in self.functions and not self.silent:
+        if func.__class__ is cst.Name and func.value in self.functions and not self.silent:
             positional = [self.value(a.value) for a in node.args if a.keyword is None and not a.star]
             keywords = {a.keyword.value: self.value(a.value) for a in node.args if a.keyword is not None}
             starred = any(a.star for a in node.args)
@@ -939,7 +939,7 @@ class DeviceFlow(Analysis):
         self.frame.returns.append(self.value(node.value) if node.value is not None else None)
 
     def leave_Assign(self, node: cst.Assign) -> None:
-        placing = isinstance(node.value, cst.Call) and self._placing_dataset(node.value)
+        placing = node.value.__class__ is cst.Call and self._placing_dataset(node.value)
         for target in node.targets:
             name = dotted(target.target)
             if name is not None:
@@ -954,7 +954,7 @@ class DeviceFlow(Analysis):
             self.bind(node.target, node.value, self.value(node.value))
 
     def leave_AugAssign(self, node: cst.AugAssign) -> None:
-        if isinstance(node.target, cst.Name):
+        if node.target.__class__ is cst.Name:
             v = self._combine((node.target, node.value), None)
             self.bind(node.target, None, v)
 
@@ -964,7 +964,7 @@ class DeviceFlow(Analysis):
 
     def visit_Expr(self, node: cst.Expr) -> None:
         call = node.value
-        if isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute):
+        if call.__class__ is cst.Call and call.func.__class__ is cst.Attribute:
             method, receiver = call.func.attr.value, call.func.value
             if method in ("to", "cuda", "cpu") and isinstance(receiver, (cst.Name, cst.Attribute)):
                 base = self.value(receiver)
@@ -986,7 +986,7 @@ class DeviceFlow(Analysis):
         if isinstance(value, (cst.Integer, cst.Float)):
             return True
         fn = self.frame.node
-        if isinstance(value, cst.Name) and isinstance(fn, cst.FunctionDef):
+        if value.__class__ is cst.Name and fn.__class__ is cst.FunctionDef:
             for param in (*fn.params.params, *fn.params.kwonly_params):
                 if param.name.value == value.value:
                     return isinstance(param.default, (cst.Integer, cst.Float))
@@ -998,12 +998,12 @@ class DeviceFlow(Analysis):
             return
         for target in node.targets:
             t = target.target
-            if isinstance(t, cst.Attribute) and self.is_self(t.value):
+            if t.__class__ is cst.Attribute and self.is_self(t.value):
                 if self._number(node.value):
                     cls.scalar_attrs.add(t.attr.value)
                 else:
                     cls.scalar_attrs.discard(t.attr.value)
-            if isinstance(t, cst.Attribute) and self.is_self(t.value) and isinstance(node.value, cst.Call):
+            if t.__class__ is cst.Attribute and self.is_self(t.value) and node.value.__class__ is cst.Call:
                 name = self.ctx.resolve(node.value.func) or ""
                 if name.endswith(("Parameter", "Buffer")):
                     cls.param_attrs.add(t.attr.value)
@@ -1047,7 +1047,7 @@ class DeviceFlow(Analysis):
 def _may_be_tensor(param: cst.Param) -> bool:
     """A ``forward`` parameter that may hold a tensor (no scalar default, no scalar annotation)."""
     default = param.default
-    if default is not None and not (isinstance(default, cst.Name) and default.value == "None"):
+    if default is not None and not (default.__class__ is cst.Name and default.value == "None"):
         return False
     if param.annotation is not None:
         text = cst.Module([]).code_for_node(param.annotation.annotation)
@@ -1060,11 +1060,11 @@ def _cpu_side_item(expr: cst.BaseExpression) -> bool:
     """``lengths``, ``batch["seq_lens"]``, ``paths``: a batch item that stays on the CPU by design
     (``pack_padded_sequence`` wants CPU lengths) or is no tensor (file names, raw text)."""
     name = None
-    if isinstance(expr, cst.Name):
+    if expr.__class__ is cst.Name:
         name = expr.value
-    elif isinstance(expr, cst.Attribute):
+    elif expr.__class__ is cst.Attribute:
         name = expr.attr.value
-    elif isinstance(expr, cst.Subscript) and len(expr.slice) == 1 and isinstance(expr.slice[0].slice, cst.Index):
+    elif expr.__class__ is cst.Subscript and len(expr.slice) == 1 and expr.slice[0].slice.__class__ is cst.Index:
         name = string_value(expr.slice[0].slice.value)
     if not name:
         return False
@@ -1077,17 +1077,17 @@ def _empty_size(call: cst.Call) -> bool:
     sizes = [a.value for a in call.args if a.keyword is None or a.keyword.value == "size"]
     if len(sizes) == 1 and isinstance(sizes[0], (cst.Tuple, cst.List)) and len(sizes[0].elements) == 1:
         sizes = [sizes[0].elements[0].value]
-    return len(sizes) == 1 and isinstance(sizes[0], cst.Integer) and sizes[0].value == "0"
+    return len(sizes) == 1 and sizes[0].__class__ is cst.Integer and sizes[0].value == "0"
 
 
 def _scalar_index(expr: cst.Subscript, base: V) -> bool:
     """``t[0]`` of a 1-D factory result (``torch.randint(lo, hi, (1,))``): a 0-dim tensor."""
-    if len(expr.slice) != 1 or not isinstance(expr.slice[0].slice, cst.Index):
+    if len(expr.slice) != 1 or expr.slice[0].slice.__class__ is not cst.Index:
         return False
     index = expr.slice[0].slice.value
-    if isinstance(index, cst.UnaryOperation):
+    if index.__class__ is cst.UnaryOperation:
         index = index.expression
-    if not isinstance(index, cst.Integer):
+    if index.__class__ is not cst.Integer:
         return False
     for origin in base.origins:
         if not (any(isinstance(a.value, (cst.Tuple, cst.List)) and len(a.value.elements) == 1 for a in origin.args)
@@ -1108,4 +1108,4 @@ def _one_dimensional(call: cst.Call) -> bool:
     if last in _ONE_D:
         return True
     sizes = [a.value for a in call.args if a.keyword is None and not a.star]
-    return last in _SIZED and len(sizes) == 1 and isinstance(sizes[0], cst.Integer)
+    return last in _SIZED and len(sizes) == 1 and sizes[0].__class__ is cst.Integer

@@ -67,7 +67,7 @@ def _kind(value: cst.BaseExpression | None, ctx) -> str | None:
     """What a bound value holds as a device, or ``None`` if it does not look like one."""
     if value is None:
         return None
-    if isinstance(value, cst.IfExp):
+    if value.__class__ is cst.IfExp:
         kinds = {_kind(value.body, ctx), _kind(value.orelse, ctx)}
         return kinds.pop() if len(kinds) == 1 else ("any" if None not in kinds else None)
     text = string_value(value)
@@ -75,12 +75,12 @@ def _kind(value: cst.BaseExpression | None, ctx) -> str | None:
         if text in ("cpu", "cuda", "mps", "xpu"):
             return "type"
         return "any" if literal_device(value) is not None or text.startswith("cpu") else None
-    if isinstance(value, cst.Call):
+    if value.__class__ is cst.Call:
         name = ctx.resolve(value.func) or ""
         if name in ("torch.device", "torch.accelerator.current_accelerator"):
             return "device"
         return None
-    if isinstance(value, cst.Attribute) and value.attr.value == "device":
+    if value.__class__ is cst.Attribute and value.attr.value == "device":
         return "device"
     return None
 
@@ -168,7 +168,7 @@ class DeviceScope(Analysis):
         if "." in name:
             return
         frame = self._frames[-1]
-        if name in _ARGS and isinstance(value, cst.Call) and (dotted(value.func) or "").endswith("parse_args"):
+        if name in _ARGS and value.__class__ is cst.Call and (dotted(value.func) or "").endswith("parse_args"):
             frame[name] = "args"
             return
         if not _DEVICE_NAME.match(name) or dotted(value) == "None":

@@ -40,17 +40,17 @@ def literal_device(node: cst.CSTNode | None) -> str | None:
     value = string_value(node)
     if value is not None:
         return value if ACCELERATOR.match(value) else None
-    if isinstance(node, cst.FormattedString) and node.parts:
+    if node.__class__ is cst.FormattedString and node.parts:
         head = node.parts[0]
-        if isinstance(head, cst.FormattedStringText) and head.value in _INDEXED and len(node.parts) == 2:
+        if head.__class__ is cst.FormattedStringText and head.value in _INDEXED and len(node.parts) == 2:
             return head.value + "N"
         return None
     template, holes = None, ()
-    if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == "format":
+    if node.__class__ is cst.Call and node.func.__class__ is cst.Attribute and node.func.attr.value == "format":
         template, holes = string_value(node.func.value), ("{}", "{0}")
-    elif isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Modulo):
+    elif node.__class__ is cst.BinaryOperation and node.operator.__class__ is cst.Modulo:
         template, holes = string_value(node.left), ("%d", "%s", "%i")
-    elif isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Add) and not isinstance(node.right, cst.BaseString):
+    elif node.__class__ is cst.BinaryOperation and node.operator.__class__ is cst.Add and not isinstance(node.right, cst.BaseString):
         template, holes = string_value(node.left), ("",)
     if template is not None:
         for prefix in _INDEXED:
@@ -63,7 +63,7 @@ def is_cpu(node: cst.CSTNode | None, ctx=None) -> bool:
     """``"cpu"`` or ``torch.device("cpu")``."""
     if string_value(node) == "cpu":
         return True
-    if isinstance(node, cst.Call) and ctx is not None and ctx.resolve(node.func) == "torch.device" and node.args:
+    if node.__class__ is cst.Call and ctx is not None and ctx.resolve(node.func) == "torch.device" and node.args:
         return string_value(node.args[0].value) == "cpu"
     return False
 
@@ -76,7 +76,7 @@ def device_arguments(call: cst.Call, ctx) -> list[cst.BaseExpression]:
     name = ctx.resolve(func)
     if positional and (
         name in POSITIONAL_DEVICE_CALLS
-        or (isinstance(func, cst.Attribute) and func.attr.value == "to" and not (name or "").startswith(("torch.", "unittest.mock.")))
+        or (func.__class__ is cst.Attribute and func.attr.value == "to" and not (name or "").startswith(("torch.", "unittest.mock.")))
     ):
         found.append(positional[0].value)
     for arg in call.args:

@@ -316,6 +316,24 @@ def _leaf(kind: type) -> bool:
     return all(types[name] in (str, bool) for name in _FIELDS.get(kind) or _fields(kind))
 
 
+#: ``_walk``'s mark of a walked type (``Name``) whose nodes are pushed only if their value is wanted.
+_BY_NAME = 2
+
+
+def _wanted_names(visit: dict, leave: dict) -> set[str] | None:
+    """The names some ``visit_Name`` needs, when every participant with one says which
+    (:attr:`devlint.rule.Participant.wanted_names`); ``None``: every name is walked."""
+    if cst.Name in leave or cst.Name not in visit:
+        return None
+    wanted: set[str] = set()
+    for hook in visit[cst.Name]:
+        names = getattr(hook.__self__, "wanted_names", None)
+        if names is None:
+            return None
+        wanted |= names
+    return wanted
+
+
 def _walk(module: cst.Module, visit: dict, leave: dict, ctx: Context) -> None:
     """Visit every node once, in source order, without recursion; decorators are visited
     before their function or class is entered. A node gets a leave step only if some
@@ -334,6 +352,9 @@ def _walk(module: cst.Module, visit: dict, leave: dict, ctx: Context) -> None:
 
     for hook in visit.get(cst.Module, ()):
         hook(module)
+    wanted = _wanted_names(visit, leave)
+    if wanted is not None:
+        walked[cst.Name] = _BY_NAME
     stack: list[tuple[cst.CSTNode, int]] = []
     pop, push = stack.pop, stack.append
     for index, statement in enumerate(module.body):
@@ -370,11 +391,13 @@ def _walk(module: cst.Module, visit: dict, leave: dict, ctx: Context) -> None:
                     for item in reversed(value):
                         ok = walked.get(item.__class__)
                         if ok or (ok is None and walkable(item.__class__)):
-                            push((item, 0))
+                            if ok != _BY_NAME or item.value in wanted:
+                                push((item, 0))
                 else:
                     ok = walked.get(cls)
                     if ok or (ok is None and walkable(cls)):
-                        push((value, 0))
+                        if ok != _BY_NAME or value.value in wanted:
+                            push((value, 0))
     for hook in leave.get(cst.Module, ()):
         hook(module)
 

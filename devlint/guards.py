@@ -67,7 +67,7 @@ def config_flag(expr: cst.BaseExpression, ctx) -> bool:
     """Is ``expr`` an attribute flag named for an accelerator (``args.cuda``, ``cfg.use_gpu``,
     ``opt.gpu``) that is not assigned from an availability test in this file?"""
     return (
-        isinstance(expr, cst.Attribute)
+        expr.__class__ is cst.Attribute
         and bool(_CONFIG_FLAG.match(expr.attr.value.lower()))
         and polarity(expr, ctx) == 0
     )
@@ -101,7 +101,7 @@ def string_value(node: cst.CSTNode | None) -> str | None:
 
 def _device_literal(node: cst.CSTNode) -> str | None:
     """The device type of ``"cuda:0"`` or of ``torch.device("cuda")``/``torch.device("cuda", 0)``."""
-    if isinstance(node, cst.Call) and (dotted(node.func) or "").endswith("device") and node.args:
+    if node.__class__ is cst.Call and (dotted(node.func) or "").endswith("device") and node.args:
         node = node.args[0].value
     value = string_value(node)
     return value.split(":", 1)[0] if value is not None else None
@@ -119,7 +119,7 @@ def _is_accelerator_string(node: cst.CSTNode) -> bool:
     value = string_value(node)
     if value is not None:
         return value.lower() in _CUDA_BACKENDS or value.startswith("torch.cuda.")
-    return isinstance(node, cst.Attribute) and node.attr.value == "NCCL"
+    return node.__class__ is cst.Attribute and node.attr.value == "NCCL"
 
 
 def _is_cpu_string(node: cst.CSTNode) -> bool:
@@ -187,7 +187,7 @@ def _comparison(expr: cst.Comparison, ctx) -> int:
         return 1 if isinstance(op, (cst.GreaterThan, cst.GreaterThanEqual, cst.NotEqual)) else 0
     if left_call and ctx.names.resolve(left.func) in AVAILABILITY:
         # device_count() > 0, is_available() == True, device_count() == 0
-        if isinstance(right, cst.Integer) and right.value == "0":
+        if right.__class__ is cst.Integer and right.value == "0":
             if isinstance(op, (cst.GreaterThan, cst.NotEqual)):
                 return 1
             if isinstance(op, (cst.Equal, cst.LessThanEqual)):
@@ -196,10 +196,10 @@ def _comparison(expr: cst.Comparison, ctx) -> int:
             return 1
         if isinstance(op, (cst.LessThan, cst.LessThanEqual)):
             return -1  # torch.cuda.device_count() < 2: too few devices
-        if isinstance(right, cst.Name) and right.value in ("True", "False") and isinstance(op, (cst.Equal, cst.Is)):
+        if right.__class__ is cst.Name and right.value in ("True", "False") and isinstance(op, (cst.Equal, cst.Is)):
             return 1 if right.value == "True" else -1
         return 0
-    if isinstance(op, (cst.IsNot,)) and isinstance(right, cst.Name) and right.value == "None":
+    if isinstance(op, (cst.IsNot,)) and right.__class__ is cst.Name and right.value == "None":
         if isinstance(left, (cst.Name, cst.Attribute)) and _CUDA_DEVICE_NAME.match(dotted(left).rsplit(".", 1)[-1] if dotted(left) else ""):
             return 1  # self.cuda_device is not None: a CUDA device was handed in, so CUDA is in use
         return polarity(left, ctx) if isinstance(left, (cst.Name, cst.Attribute)) else 0
@@ -258,7 +258,7 @@ def broad_handler(node: cst.Try) -> bool:
     that raises without an accelerator is handled there."""
     for handler in node.handlers:
         kinds = handler.type
-        names = [dotted(e.value) for e in kinds.elements] if isinstance(kinds, cst.Tuple) else [dotted(kinds)] if kinds else [None]
+        names = [dotted(e.value) for e in kinds.elements] if kinds.__class__ is cst.Tuple else [dotted(kinds)] if kinds else [None]
         if any(n in (None, "Exception", "BaseException", "RuntimeError", "AssertionError") for n in names):
             return True
     return False
@@ -272,11 +272,11 @@ def exits(statement: cst.CSTNode, ctx) -> bool:
         if not items:
             return False
         last = items[-1]
-        if isinstance(last, cst.SimpleStatementLine):
+        if last.__class__ is cst.SimpleStatementLine:
             last = last.body[-1] if last.body else None
         if isinstance(last, (cst.Return, cst.Raise, cst.Continue, cst.Break)):
             return True
-        if isinstance(last, cst.Expr) and isinstance(last.value, cst.Call):
+        if last.__class__ is cst.Expr and last.value.__class__ is cst.Call:
             return dotted(last.value.func) in _EXITS
     return False
 
@@ -285,9 +285,9 @@ def decorator_guards(decorators, ctx) -> bool:
     """``@pytest.mark.skipif(not torch.cuda.is_available(), ...)``, ``@require_torch_gpu``."""
     for decorator in decorators:
         expr = decorator.decorator
-        func = expr.func if isinstance(expr, cst.Call) else expr
+        func = expr.func if expr.__class__ is cst.Call else expr
         name = dotted(func) or ""
-        if isinstance(expr, cst.Call):
+        if expr.__class__ is cst.Call:
             for arg in expr.args:
                 pol = polarity(arg.value, ctx)
                 if (pol == -1 and "skipif" in name.lower()) or (pol == 1 and "skipunless" in name.lower()):
@@ -338,10 +338,10 @@ def assigned_guards(text: str, ctx) -> tuple[set[str], set[str]]:
             statement = cst.parse_statement(line.strip())
         except Exception:  # noqa: BLE001 - a line that is not a whole statement
             continue
-        if not isinstance(statement, cst.SimpleStatementLine):
+        if statement.__class__ is not cst.SimpleStatementLine:
             continue
         for small in statement.body:
-            if isinstance(small, cst.Assign):
+            if small.__class__ is cst.Assign:
                 pol = polarity(small.value, ctx)
                 for target in small.targets:
                     name = dotted(target.target)

@@ -46,7 +46,7 @@ def _imported_from_outside_torch(base: cst.BaseExpression, ctx) -> bool:
 
 def strip_module_methods(expr: cst.BaseExpression) -> cst.BaseExpression:
     """``nn.Linear(2, 2).to(device).eval()`` -> ``nn.Linear(2, 2)``."""
-    while isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value in MODULE_METHODS:
+    while expr.__class__ is cst.Call and expr.func.__class__ is cst.Attribute and expr.func.attr.value in MODULE_METHODS:
         expr = expr.func.value
     return expr
 
@@ -57,10 +57,10 @@ def is_module_constructor(expr: cst.BaseExpression, ctx, local_modules: set[str]
     ``*.from_pretrained(...)`` that is not a tokenizer, processor or config (method chains such
     as ``.to(device)`` included)?"""
     expr = strip_module_methods(expr)
-    if not isinstance(expr, cst.Call):
+    if expr.__class__ is not cst.Call:
         return False
     func = expr.func
-    if isinstance(func, cst.Name) and func.value in local_modules:
+    if func.__class__ is cst.Name and func.value in local_modules:
         return True
     name = ctx.resolve(func) or ""
     last = name.rsplit(".", 1)[-1]
@@ -68,7 +68,7 @@ def is_module_constructor(expr: cst.BaseExpression, ctx, local_modules: set[str]
         return True
     if name.startswith("torchvision.models.") or name == "timm.create_model":
         return True
-    if isinstance(func, cst.Attribute) and func.attr.value == "from_pretrained":
+    if func.__class__ is cst.Attribute and func.attr.value == "from_pretrained":
         owner = dotted(func.value) or ""
         return not any(k in owner for k in ("Tokenizer", "Processor", "Config", "FeatureExtractor"))
     return False

@@ -78,6 +78,37 @@ _VERSION_GATE = re.compile(r"version|TORCH_(GREATER|LESS|VERSION)|TORCH_\d|torch
 _FALLBACK_ERRORS = ("ImportError", "ModuleNotFoundError", "AttributeError")
 
 
+#: The fields of a compound statement that hold statements, blocks or clauses of them.
+_STATEMENT_FIELDS = ("body", "orelse", "handlers", "finalbody", "cases")
+
+
+def _imported_names(body) -> set[str]:
+    """Every name an ``import`` anywhere in these statements binds or names, nested blocks
+    included (an expression holds no statement, so only statements are walked): the only
+    names that resolve through the imports, and so the only ones ``visit_Name`` looks at."""
+    found: set[str] = set()
+    stack = list(body)
+    while stack:
+        node = stack.pop()
+        kind = node.__class__
+        if kind is cst.SimpleStatementLine or kind is cst.SimpleStatementSuite:
+            for small in node.body:
+                small_kind = small.__class__
+                if small_kind is cst.Import or (small_kind is cst.ImportFrom and small.names.__class__ is not cst.ImportStar):
+                    for alias in small.names:
+                        found.add((dotted(alias.name) or "").split(".", 1)[0])
+                        if alias.asname is not None and alias.asname.name.__class__ is cst.Name:
+                            found.add(alias.asname.name.value)
+            continue
+        for name in _STATEMENT_FIELDS:
+            value = getattr(node, name, None)
+            if value.__class__ is list or value.__class__ is tuple:
+                stack.extend(value)
+            elif value is not None:
+                stack.append(value)
+    return found
+
+
 class DeprecatedAmpApi(Rule):
     """The deprecated `torch.cuda.amp` / `torch.cpu.amp` autocast, GradScaler and custom_fwd/bwd."""
 
@@ -168,6 +199,10 @@ with its own (unsafe) fix to the device in scope: with `--unsafe-fixes` both app
         #: the enclosing tests and except types, innermost first: (node, is a handler, outer chain)
         self._chain: tuple | None = None
         self._memo: dict[int, bool] = {}  # id(test or except type) -> does it gate?
+
+    def visit_Module(self, node: cst.Module) -> None:
+        # most names of a file are never imported, and visit_Name has nothing to do with them
+        self.wanted_names = _imported_names(node.body)
 
     def _flag(self, node: cst.CSTNode, name: str | None) -> None:
         replacement = REPLACEMENTS.get(name or "")
@@ -319,7 +354,7 @@ with its own (unsafe) fix to the device in scope: with `--unsafe-fixes` both app
         self._skip.add(id(node.name))
 
     def visit_Name(self, node: cst.Name) -> None:
-        if self._imports or id(node) in self._skip:
+        if node.value not in self.wanted_names or self._imports or id(node) in self._skip:
             return
         self._refs.setdefault(node.value, []).append(node)
         chain = self._chain

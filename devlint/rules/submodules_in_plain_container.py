@@ -94,7 +94,7 @@ and a container wrapped in `nn.ModuleList` before `__init__` ends are left alone
         self._scopes: list[tuple[object, dict, dict, list] | None] = []
 
     def _is_module(self, flow: DeviceFlow, expr) -> bool:
-        if not isinstance(expr, cst.Call):
+        if expr.__class__ is not cst.Call:
             return False
         v = flow.value(expr, {})
         if v is None or v.kind != MODEL or not v.module:
@@ -106,24 +106,24 @@ and a container wrapped in `nn.ModuleList` before `__init__` ends are left alone
         """True: a container of modules; None: an empty container; False: anything else."""
         kind = expr.__class__
         if kind is cst.List or kind is cst.Tuple or kind is cst.Set:
-            items = [e.value for e in expr.elements if not isinstance(e, cst.StarredElement)]
+            items = [e.value for e in expr.elements if e.__class__ is not cst.StarredElement]
             if not expr.elements:
                 return None
             return bool(items) and all(self._is_module(flow, e) for e in items)
         if kind is cst.Dict:
-            items = [e.value for e in expr.elements if isinstance(e, cst.DictElement)]
+            items = [e.value for e in expr.elements if e.__class__ is cst.DictElement]
             if not expr.elements:
                 return None
             return bool(items) and all(self._is_module(flow, e) for e in items)
         if isinstance(expr, (cst.ListComp, cst.SetComp, cst.GeneratorExp)):
-            return self._is_module(flow, expr.elt) and not isinstance(expr, cst.GeneratorExp)
-        if isinstance(expr, cst.DictComp):
+            return self._is_module(flow, expr.elt) and expr.__class__ is not cst.GeneratorExp
+        if expr.__class__ is cst.DictComp:
             return self._is_module(flow, expr.value)
-        if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name) and expr.func.value in _WRAPPERS and not self.ctx.resolve(expr.func):
+        if expr.__class__ is cst.Call and expr.func.__class__ is cst.Name and expr.func.value in _WRAPPERS and not self.ctx.resolve(expr.func):
             if not expr.args:
                 return None
             inner = expr.args[0].value
-            if isinstance(inner, cst.GeneratorExp):
+            if inner.__class__ is cst.GeneratorExp:
                 return self._is_module(flow, inner.elt)
             return self._holds_modules(flow, inner) is True
         return False
@@ -147,7 +147,7 @@ and a container wrapped in `nn.ModuleList` before `__init__` ends are left alone
                 self.report(where)
 
     def _self_attr(self, flow, expr) -> str | None:
-        if isinstance(expr, cst.Attribute) and flow.is_self(expr.value):
+        if expr.__class__ is cst.Attribute and flow.is_self(expr.value):
             return expr.attr.value
         return None
 
@@ -167,14 +167,14 @@ and a container wrapped in `nn.ModuleList` before `__init__` ends are left alone
                     found[name] = node
                 elif holds is None:
                     empty[name] = node
-            elif isinstance(t, cst.Subscript):
+            elif t.__class__ is cst.Subscript:
                 name = self._self_attr(flow, t.value)
                 if name in empty and self._is_module(flow, node.value):
                     found[name] = empty.pop(name)
 
     def visit_Call(self, node: cst.Call) -> None:
         scope, flow = self._scope()
-        if scope is None or not isinstance(node.func, cst.Attribute):
+        if scope is None or node.func.__class__ is not cst.Attribute:
             return
         _, found, empty, registers = scope
         if node.func.attr.value in ("add_module", "register_module") and flow.is_self(node.func.value):

@@ -132,7 +132,7 @@ Expected all tensors to be on the same device`. The tensor is also missing from 
             v = flow.value(node.value)
             for target in node.targets:
                 t = target.target
-                if isinstance(t, cst.Attribute) and flow.is_self(t.value):
+                if t.__class__ is cst.Attribute and flow.is_self(t.value):
                     if v is not None and v.kind == CPU and not v.explicit and not v.module:
                         state.candidates[t.attr.value] = node
                     else:
@@ -142,22 +142,22 @@ Expected all tensors to be on the same device`. The tensor is also missing from 
         if state is not None:
             for target in node.targets:
                 t = target.target
-                if isinstance(t, cst.Attribute) and flow.is_self(t.value):
+                if t.__class__ is cst.Attribute and flow.is_self(t.value):
                     state.handled.add(t.attr.value)
                     state.excluded.add(id(t))
 
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
-        if not isinstance(func, cst.Attribute):
+        if func.__class__ is not cst.Attribute:
             return
         flow = self.ctx.analysis(DeviceFlow)
         state = self._state("__init__")
         if state is not None and func.attr.value in ("register_buffer", "register_parameter") and flow.is_self(func.value):
-            if node.args and isinstance(node.args[0].value, cst.SimpleString):
+            if node.args and node.args[0].value.__class__ is cst.SimpleString:
                 state.candidates.pop(node.args[0].value.evaluated_value, None)
             return
         state = self._state("forward")
-        if state is not None and isinstance(func.value, cst.Attribute) and flow.is_self(func.value.value):
+        if state is not None and func.value.__class__ is cst.Attribute and flow.is_self(func.value.value):
             if func.attr.value in _MOVES:
                 state.handled.add(func.value.attr.value)
             if func.attr.value in _MOVES or func.attr.value in _SHAPE_ONLY:
@@ -169,7 +169,7 @@ Expected all tensors to be on the same device`. The tensor is also missing from 
             return
         flow = self.ctx.analysis(DeviceFlow)
         inner = node.value
-        if node.attr.value in _SHAPE_ONLY and isinstance(inner, cst.Attribute) and flow.is_self(inner.value):
+        if node.attr.value in _SHAPE_ONLY and inner.__class__ is cst.Attribute and flow.is_self(inner.value):
             state.excluded.add(id(inner))
         if flow.is_self(inner) and id(node) not in state.excluded and node.attr.value in state.candidates:
             state.reads.add(node.attr.value)
