@@ -6,11 +6,11 @@ Run it by hand with the interpreter of the venv that has devlint installed:
     .venv/bin/python benchmarks/scripts.py              # per-rule table, then every miss and false positive
     .venv/bin/python benchmarks/scripts.py --select DEV111
 
-The corpus holds whole training/eval scripts written from memory of public code (pytorch/examples,
-the PyTorch tutorials and AMP recipe, Hugging Face ``run_*_no_trainer.py`` and course loops,
-nanoGPT/minGPT, timm/YOLO-style trainers, Lightning modules, DDP/torchrun, RL, diffusion, Kaggle
-notebooks): about half carry bugs RULES.md says must be flagged, half are correct code that naive
-checkers flag. Each script's docstring says which it is.
+The corpus holds whole training/eval scripts written here around the constructs people use
+(accumulation with a GradScaler, dict batches, class-based trainers, Lightning modules, DDP/FSDP,
+GANs, diffusion loops, Kaggle-style helpers); none reproduces a public program (issue 22). About
+half carry bugs RULES.md says must be flagged, half are correct code that naive checkers flag.
+Each script's docstring says which it is.
 
 Marks, as in ``fixtures/lint`` (``tests/conftest.py``), on the physical line of the finding:
 
