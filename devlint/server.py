@@ -51,6 +51,7 @@ from .config import Config, ConfigError, find as find_config, load as load_confi
 from .engine import PARSE_ERROR, _defuse, _syntax_error, enabled_rules, lint_module, triggered
 from .finding import Finding
 from .incremental import StatementCache, common_prefix, common_suffix
+from .links import rule_docs_url
 from .notebook import Notebook
 from .precheck import candidates
 from .rules import all_rules
@@ -90,29 +91,12 @@ def _watcher(cancelled: Callable[[], bool]):
     names = ("SimpleStatementLine", "FunctionDef", "ClassDef", "If", "For", "While", "With", "Try", "TryStar", "Match")
     return type("StaleLintWatcher", (Participant,), {f"visit_{n}": check for n in names})
 
-#: Where each rule's docs live (an anchor per code in ``docs/rules.md``).
-DOCS_URL = "https://pypi.org/project/devlint/#{anchor}"
 
-
-def rule_url(code: str) -> str:
-    """The URL of the docs of rule ``code``: the project's ``Documentation`` URL from the
-    package metadata (``docs/rules.md``) with the code's anchor, else :data:`DOCS_URL`."""
-    base = _documentation_url()
-    return f"{base}#{code.lower()}" if base else DOCS_URL.format(anchor=code.lower())
-
-
-def _documentation_url() -> str | None:
-    try:
-        from importlib.metadata import PackageNotFoundError, metadata
-
-        meta = metadata("devlint")
-    except (ImportError, PackageNotFoundError):  # pragma: no cover - not installed
-        return None
-    for entry in meta.get_all("Project-URL") or ():
-        label, _, url = entry.partition(",")
-        if label.strip().lower() in ("documentation", "docs", "rules") and url.strip():
-            return url.strip()
-    return None
+def rule_url(code: str) -> str | None:
+    """The URL of the docs of rule ``code`` (see :func:`devlint.links.rule_docs_url`: the
+    package's ``Documentation`` URL, else the source tree's ``docs/rules.md``), or ``None``
+    (for ``DEV000`` too): a diagnostic links only to a page that exists."""
+    return None if code == PARSE_ERROR else rule_docs_url(code, local=True)
 
 
 # ---- settings: the file's own pyproject.toml --------------------------------------------
@@ -679,7 +663,7 @@ def build_server():
             message=finding.message,
             severity=types.DiagnosticSeverity.Error if finding.code == PARSE_ERROR else types.DiagnosticSeverity.Warning,
             code=finding.code,
-            code_description=None if finding.code == PARSE_ERROR else types.CodeDescription(href=rule_url(finding.code)),
+            code_description=(types.CodeDescription(href=url) if (url := rule_url(finding.code)) else None),
             source="devlint",
         )
 

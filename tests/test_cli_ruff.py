@@ -87,7 +87,8 @@ def test_sarif_rules_have_help_uri_and_markdown(tmp_tree):
     root = tmp_tree({"a.py": SOURCE})
     rules = json.loads(full("--output-format", "sarif", "a.py", cwd=root).stdout)["runs"][0]["tool"]["driver"]["rules"]
     for rule in rules:
-        assert rule["helpUri"].endswith("#" + rule["id"].lower()) and rule["helpUri"].startswith("https://")
+        # devlint has no published docs page: no link to a page that does not exist
+        assert "helpUri" not in rule
         assert rule["help"]["markdown"].startswith(f"# {rule['name']} ({rule['id']})")
 
 

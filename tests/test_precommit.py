@@ -95,3 +95,43 @@ def test_hook_runs_through_pre_commit(tmp_path):
     assert "bad.py:2:19: DEV102" in output
     assert "old.py" not in output  # --force-exclude applies [tool.devlint] exclude to named files
     assert "notes.txt" not in output
+
+
+def readme_local_hooks() -> list[str]:
+    """The README's ``.pre-commit-config.yaml`` snippets that use ``repo: local``."""
+    import re
+
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"```yaml\n(# \.pre-commit-config\.yaml\n.*?)```", readme, re.S)
+    return [b for b in blocks if "repo: local" in b]
+
+
+def test_readme_has_no_unreal_pre_commit_rev():
+    """Every pre-commit snippet of the README runs as written: no tag that does not exist."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert "rev: v0.1.0" not in readme and "additional_dependencies: [devlint]" not in readme
+    assert len(readme_local_hooks()) == 2
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
+@pytest.mark.parametrize("index", [0, 1])
+def test_readme_pre_commit_snippet_runs_as_written(tmp_path, index):
+    """The README's snippet, pasted as it is, runs the installed devlint (or its flake8
+    plugin) on the staged files: offline, pre-commit installs nothing for ``language: system``."""
+    pytest.importorskip("pre_commit", reason="pre-commit is not installed (pip install -e '.[test]')")
+    project = tmp_path / "project"
+    project.mkdir()
+    files = {"bad.py": BAD, "good.py": "import torch\nx = torch.ones(1)\n"}
+    for name, text in files.items():
+        (project / name).write_text(text)
+    (project / ".pre-commit-config.yaml").write_text(readme_local_hooks()[index])
+    git("init", "-q", cwd=project)
+    git("add", ".", cwd=project)
+    bin_dir = str(Path(sys.executable).parent)  # where pip put devlint and flake8
+    env = dict(os.environ, PRE_COMMIT_HOME=str(tmp_path / "cache"), PRE_COMMIT_COLOR="never", SKIP="",
+               PATH=bin_dir + os.pathsep + os.environ.get("PATH", ""))
+    result = subprocess.run([sys.executable, "-m", "pre_commit", "run", "--all-files", "--verbose"],
+                            cwd=project, capture_output=True, text=True, env=env, timeout=300)
+    output = result.stdout + result.stderr
+    assert result.returncode == 1, output
+    assert "bad.py:2:19: DEV102" in output and "good.py" not in output.replace("bad.py", "")

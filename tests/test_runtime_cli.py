@@ -96,7 +96,7 @@ def test_cli_module_needs_no_torch_until_run():
         "args = p.parse_args(['--device', 'cuda'])\n"
         "sys.exit(cli.run(args))\n")
     assert proc.returncode == 2, proc.stderr
-    assert proc.stderr.strip() == "devlint runtime: torch is not installed; pip install 'devlint[runtime]'"
+    assert proc.stderr.strip() == "devlint runtime: torch is not installed; pip install torch (devlint's [runtime] extra)"
 
 
 def test_python_dash_m_end_to_end():

@@ -11,6 +11,7 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -168,7 +169,12 @@ def test_diagnostics_on_open_and_change_honour_noqa(client, tmp_path):
     diagnostics = client.open(uri, SOURCE)
     assert [(d["code"], d["range"]["start"]["line"], d["source"]) for d in diagnostics] == [("DEV102", 1, "devlint")]
     assert diagnostics[0]["message"] == ".cuda() pins this to CUDA: use .to(device)"
-    assert diagnostics[0]["codeDescription"]["href"].endswith("#dev102")
+    href = diagnostics[0]["codeDescription"]["href"]  # the checkout's docs/rules.md
+    page, _, anchor = href.partition("#")
+    assert page.startswith("file://") and anchor == "dev102"
+    from urllib.parse import unquote, urlparse
+    text = Path(unquote(urlparse(page).path)).read_text(encoding="utf-8")
+    assert '<a id="dev102"></a>' in text
     assert client.change(uri, "import torch\nx = torch.ones(1)\n", 2) == []
 
 

@@ -17,52 +17,33 @@ from .. import __version__
 from ..engine import PARSE_ERROR
 from ..finding import Finding
 from ..rule import Rule
+from ..links import project_url, rule_docs_url
 from . import described, end_of, relative_path
 
 SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 VERSION = "2.1.0"
-#: Used when the installed package's metadata names no home page.
-DEFAULT_URI = "https://pypi.org/project/devlint/"
-
-
-def _project_url(labels: tuple[str, ...]) -> str | None:
-    """The first ``Project-URL`` of the installed package whose label is one of ``labels``."""
-    try:
-        from importlib.metadata import PackageNotFoundError, metadata
-
-        meta = metadata("devlint")
-    except (ImportError, PackageNotFoundError):  # pragma: no cover - not installed
-        return None
-    for entry in meta.get_all("Project-URL") or ():
-        label, _, url = entry.partition(",")
-        if label.strip().lower() in labels and url.strip():
-            return url.strip()
-    return meta.get("Home-page") if "homepage" in labels else None
-
-
-def information_uri() -> str:
-    """The project's home page from the package metadata, else its PyPI page."""
-    return _project_url(("homepage", "home", "repository", "source")) or DEFAULT_URI
-
-
-def docs_uri() -> str:
-    """Where the rule docs live: the package's ``Documentation`` URL, else its home page."""
-    return _project_url(("documentation", "docs")) or information_uri()
+def information_uri() -> str | None:
+    """The project's home page from the package metadata; ``None`` when it names none
+    (devlint has no published page, and a link to a missing one is worse than none)."""
+    return project_url(("homepage", "home", "repository", "source"))
 
 
 def rule_entry(rule: type[Rule]) -> dict[str, Any]:
     """A ``reportingDescriptor`` for one rule: its docs as ``help`` (plain text and
-    Markdown) and ``helpUri`` pointing at its section of the rule docs."""
+    Markdown) and, when the package names a docs page, ``helpUri`` at its section."""
     docs = rule.docs()
-    return {
+    entry = {
         "id": rule.code,
         "name": rule.name,
         "shortDescription": {"text": rule.summary()},
         "fullDescription": {"text": " ".join(rule.what_it_does.split()) or rule.summary()},
-        "helpUri": f"{docs_uri()}#{rule.code.lower()}",
         "help": {"text": docs, "markdown": docs},
         "defaultConfiguration": {"level": "warning"},
     }
+    url = rule_docs_url(rule.code)
+    if url:  # only a page that exists (see devlint.links); the docs are in ``help`` anyway
+        entry["helpUri"] = url
+    return entry
 
 
 PARSE_ERROR_ENTRY = {
@@ -119,7 +100,7 @@ def log(findings: Sequence[Finding], rules: Sequence[type[Rule]], root: Path) ->
                 "name": "devlint",
                 "version": __version__,
                 "semanticVersion": __version__,
-                "informationUri": information_uri(),
+                **({"informationUri": home} if (home := information_uri()) else {}),
                 "rules": entries,
             }},
             "originalUriBaseIds": {"%SRCROOT%": {"uri": Path(root).absolute().as_uri() + "/"}},

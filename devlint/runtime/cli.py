@@ -174,7 +174,7 @@ def run(args: argparse.Namespace) -> int:
         try:
             import torch  # noqa: F401
         except ImportError:
-            print(f"{_PROG}: torch is not installed; pip install 'devlint[runtime]'", file=sys.stderr)
+            print(f"{_PROG}: torch is not installed; pip install torch (devlint's [runtime] extra)", file=sys.stderr)
             return 2
     from .compare import Tolerances
     from .reference import reference_step
