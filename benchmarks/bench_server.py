@@ -11,7 +11,7 @@ Files (from ``transformers==4.46.3``, downloaded once into ``benchmarks/.cache/w
 ``utils/dummy_pt_objects.py`` (10,236 lines).
 
 Table 1, in-process: ``full`` is one lint as ``devlint check`` does it (``runner.check_source``:
-decode, parse, one traversal, ``# noqa``); ``re-lint`` is :func:`devlint.server.lint_text` on the
+decode, parse, one traversal, ``# noqa``); ``re-lint`` is :func:`devlint.lsp.document_lint.lint_text` on the
 same file with one line edited, its statement cache warm from the previous text (what the server
 runs after each change). The two alternate (full, re-lint, full, ...), so that a load spike
 on the shared machine hits both; median of the runs; ratio = re-lint / full (target <= 0.3),
@@ -21,7 +21,7 @@ Table 2, over stdio: ``devlint server`` in a subprocess; the file is opened, the
 one-character ``didChange`` events (incremental, 30 ms apart, as fast typing) is sent and the time
 from the last keystroke to the ``publishDiagnostics`` of the last version is taken (median and
 worst of the bursts; target <= 150 ms). It includes the server's debounce
-(``devlint.server.DEBOUNCE``, 0: a change is linted at once, a lint made stale by a newer
+(``devlint.lsp.session.DEBOUNCE``, 0: a change is linted at once, a lint made stale by a newer
 keystroke stops at its next statement). The load average is printed before and after: the
 machine is shared. ``--stages`` runs a traced server (this script, ``--serve-traced``) and
 splits that time: the last key read by the server, until the lint that published starts,
@@ -85,7 +85,8 @@ def edited(text: str, k: int) -> str:
 
 def in_process(texts: dict[str, str], runs: int) -> list[dict]:
     from devlint.runner import check_source
-    from devlint.server import DocumentState, Settings, lint_text
+    from devlint.lsp.document_lint import DocumentState, lint_text
+    from devlint.lsp.settings import Settings
 
     rows = []
     for name, text in texts.items():
@@ -117,26 +118,28 @@ def serve_traced(trace: str) -> int:
     """``devlint server`` with timestamps (``time.perf_counter``, the same monotonic clock as
     the client's on Linux) written to ``trace``: each message read (``recv``), each lint's
     start and end (``start``, ``done`` or ``cancelled``) and each publish written."""
-    import devlint.server as server_module
+    import devlint.lsp.server as server_module
+    import devlint.lsp.session as session_module
+    from devlint.lsp.document_lint import Cancelled
 
     out = open(trace, "w", buffering=1)
 
     def note(*parts) -> None:
         out.write(" ".join([f"{time.perf_counter():.6f}", *map(str, parts)]) + "\n")
 
-    real_lint = server_module.lint_text
+    real_lint = session_module.lint_text
 
     def lint_text(*args, **kwargs):
         note("start")
         try:
             found = real_lint(*args, **kwargs)
-        except server_module.Cancelled:
+        except Cancelled:
             note("cancelled")
             raise
         note("done")
         return found
 
-    server_module.lint_text = lint_text
+    session_module.lint_text = lint_text  # where the lint thread looks it up
     server = server_module.build_server()
     handle = server.protocol.handle_message
 
@@ -293,7 +296,7 @@ def main() -> int:
                                   text=True).stdout.strip()
     except OSError:
         revision = "?"
-    from devlint.server import DEBOUNCE
+    from devlint.lsp.session import DEBOUNCE
 
     after = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     out = [

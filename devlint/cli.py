@@ -471,7 +471,7 @@ def cmd_rule(args: argparse.Namespace) -> int:
 
 
 def cmd_server(args: argparse.Namespace) -> int:
-    from .server import main as serve
+    from .lsp.server import main as serve
 
     return serve()
 

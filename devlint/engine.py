@@ -531,12 +531,62 @@ def _parse_and_analyse(text: str, path: str, rules, tree, skipped: list[Finding]
             module, starts = _parse_by_text(text)  # cuts checked by the parse
         else:
             module = _parse(text, cuts)
-    except cst.ParserSyntaxError as exc:
-        line, col, reason = _syntax_error(text, exc)
-        return [*skipped, Finding(path, line, col, PARSE_ERROR, f"could not parse: {reason}, line {line}", line, col)]
-    except Exception as exc:  # noqa: BLE001 - the native parser may raise other errors
-        return [*skipped, Finding(path, 1, 0, PARSE_ERROR, f"could not parse: {type(exc).__name__}: {exc}", 1, 0)]
+    except Exception as exc:  # noqa: BLE001 - ParserSyntaxError, or the native parser's own
+        return [*skipped, _parse_failure(text, path, exc)]
     return sorted([*skipped, *lint_module(module, text, path, rules=rules, tree=starts)])
+
+
+def _parse_failure(text: str, path: str, exc: Exception) -> Finding:
+    """The ``DEV000`` finding of a parse of ``text`` that raised ``exc``: at the syntax error
+    (in CPython's words where it agrees) for a ``ParserSyntaxError``, else at line 1 naming it."""
+    if isinstance(exc, cst.ParserSyntaxError):
+        line, col, reason = _syntax_error(text, exc)
+        return Finding(path, line, col, PARSE_ERROR, f"could not parse: {reason}, line {line}", line, col)
+    return Finding(path, 1, 0, PARSE_ERROR, f"could not parse: {type(exc).__name__}: {exc}", 1, 0)
+
+
+def lint_parsed_by(
+    text: str,
+    path: str,
+    rules: Sequence[type[Rule]],
+    parse,
+    narrow=None,
+    tree=None,
+    positions: dict | None = None,
+) -> tuple[list[Finding], Finding | None]:
+    """The pipeline of :func:`lint` for a caller that keeps its own parse (the language
+    server's per-statement cache). ``text`` (decoded, past the text pre-screen) has its
+    pathological lines blanked (each a ``DEV000``) and the collector is off; then
+    ``parse(body)`` returns the libcst module, ``narrow(body, rules)``, when given, returns
+    the rules left by the ``ast`` pre-check (none left: no traversal), and the rules walk the
+    module once; ``tree()``, when given, returns the ``tree`` of :func:`lint_module` (called
+    only when the traversal runs), ``positions`` is as there.
+
+    Returns (the findings sorted, the blanked lines' included; ``None``) or, when ``parse``
+    raises an ``Exception``, (the blanked lines' findings, the ``DEV000`` at the parse error),
+    except that with ``narrow`` given, a text in which :func:`devlint.precheck.candidates`
+    finds no candidate rule reports no error, as :func:`lint` with its pre-check. No ``# noqa``
+    applied. What ``narrow`` raises, and what ``parse`` raises that is no ``Exception``,
+    propagates (a caller's cancellation)."""
+    body, skipped = _defuse(text, path)
+    collecting = gc.isenabled()
+    gc.disable()  # a full pass of the collector over a large tree costs more than the lint
+    try:
+        try:
+            module = parse(body)
+        except Exception as exc:  # noqa: BLE001 - ParserSyntaxError, or the native parser's own
+            if narrow is not None and not _precheck.candidates(body, rules)[0]:
+                return skipped, None  # no candidate rule (CPython parses it): nothing to report
+            return skipped, _parse_failure(body, path, exc)
+        if narrow is not None:
+            rules = narrow(body, rules)
+            if not rules:
+                return skipped, None
+        stand_in = tree() if tree is not None else None
+        return sorted([*skipped, *lint_module(module, body, path, rules=rules, tree=stand_in, positions=positions)]), None
+    finally:
+        if collecting:
+            gc.enable()
 
 
 def _parse_by_text(text: str) -> "tuple[cst.Module, _PieceStarts | list[int] | None]":

@@ -15,7 +15,7 @@ import pytest
 
 from devlint.incremental import StatementCache
 from devlint.runner import check_source
-from devlint.server import Cancelled, DocumentState, lint_text
+from devlint.lsp.document_lint import Cancelled, DocumentState, lint_text
 
 from conftest import ROOT
 

@@ -11,7 +11,8 @@ import pytest
 from devlint.engine import lint, lint_module
 from devlint.finding import Finding
 from devlint.incremental import StatementCache, common_prefix, common_suffix
-from devlint.server import carried, from_units, lint_text, DocumentState, to_units
+from devlint.lsp.document_lint import DocumentState, carried, lint_text
+from devlint.lsp.encoding import from_units, to_units
 
 from conftest import LINT_FIXTURES
 

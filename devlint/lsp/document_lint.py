@@ -1,0 +1,211 @@
+"""Linting one editor buffer (no LSP here: the lint thread and the benchmark call it).
+
+A buffer is linted as ``devlint check`` lints the file (its settings, ``# noqa``) through the
+engine's one pipeline for callers that parse themselves
+(:func:`devlint.engine.lint_parsed_by`), with a per-statement parse cache
+(:class:`devlint.incremental.StatementCache`) kept per document, so an edit re-parses only the
+statements it touches. A lint polls a ``cancelled()`` callable and stops at the next statement
+once its text went stale.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field, replace
+from typing import Callable, Sequence
+
+from .. import noqa, settings as torch_settings
+from ..engine import PARSE_ERROR, enabled_rules, lint_parsed_by, triggered
+from ..finding import Finding
+from ..incremental import StatementCache
+from ..notebook import Notebook
+from ..precheck import candidates
+from .settings import Settings, excluded
+
+logger = logging.getLogger(__name__)
+
+
+class Cancelled(BaseException):
+    """Raised inside a lint whose text went stale (see ``lint_text(cancelled=...)``). A
+    ``BaseException``, so that the engine's guard against internal errors (which turns any
+    ``Exception`` into a ``DEV000``) lets it through."""
+
+
+def _watcher(cancelled: Callable[[], bool]):
+    """A participant of the engine's one traversal that raises :class:`Cancelled` at the
+    first statement visited after ``cancelled()`` turns true. It reports nothing."""
+    from ..rule import Participant
+
+    def check(self, node) -> None:
+        if cancelled():
+            raise Cancelled()
+
+    names = ("SimpleStatementLine", "FunctionDef", "ClassDef", "If", "For", "While", "With", "Try", "TryStar", "Match")
+    return type("StaleLintWatcher", (Participant,), {f"visit_{n}": check for n in names})
+
+
+@dataclass
+class DocumentState:
+    """What a document keeps between lints: its statement cache and the last text that parsed
+    with its findings (kept for the lines that do not change while the text does not parse)."""
+
+    cache: StatementCache = field(default_factory=StatementCache)
+    good_text: str | None = None
+    good_findings: list[Finding] = field(default_factory=list)
+    #: rendered positions of top-level statements with findings (``lint_module(positions=)``)
+    positions: dict = field(default_factory=dict)
+    #: whether the next lint runs the ``ast`` pre-check: on a new text (the first lint, a full
+    #: parse), then for as long as it left no rule to run (it spared the parse's traversal);
+    #: once a rule is a candidate the traversal runs anyway and the pre-check would only add
+    #: its cost. The findings are the same either way (the pre-check is exact).
+    precheck: bool = True
+    #: what a lint of a text that does not parse publishes (set by :func:`lint_text`)
+    broken: list[Finding] = field(default_factory=list)
+
+
+def _clean(text: str) -> str:
+    """``text`` with lone surrogates (which no parser takes) replaced by U+FFFD: the same
+    length in code points and in UTF-16 code units, so every position stays put."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return "".join("\ufffd" if "\ud800" <= ch <= "\udfff" else ch for ch in text)
+    return text
+
+
+def carried(old_text: str, findings: Sequence[Finding], new_text: str) -> list[Finding]:
+    """``findings`` of ``old_text`` that lie on lines ``new_text`` did not change, moved to
+    their new lines (lines before the first changed line stay, lines after the last one
+    shift by the number of lines added or removed)."""
+    old, new = old_text.split("\n"), new_text.split("\n")
+    top = 0
+    limit = min(len(old), len(new))
+    while top < limit and old[top] == new[top]:
+        top += 1
+    bottom = 0
+    while bottom < limit - top and old[-1 - bottom] == new[-1 - bottom]:
+        bottom += 1
+    shift = len(new) - len(old)
+    kept = []
+    for finding in findings:
+        end = finding.end_line or finding.line
+        if end <= top:
+            kept.append(finding)
+        elif finding.line > len(old) - bottom:
+            kept.append(_moved(finding, shift))
+    return kept
+
+
+def _moved(finding: Finding, shift: int) -> Finding:
+    fix = finding.fix
+    if fix is not None:
+        fix = replace(fix, edits=tuple(replace(e, line=e.line + shift, end_line=e.end_line + shift) for e in fix.edits))
+    return replace(finding, line=finding.line + shift, end_line=(finding.end_line + shift) if finding.end_line else 0, fix=fix)
+
+
+def lint_text(text: str, path: str | None, state: DocumentState, settings: Settings | None = None,
+              log: Callable[[str], None] = logger.warning,
+              cancelled: Callable[[], bool] | None = None) -> list[Finding]:
+    """Findings of one editor buffer, as ``devlint check`` reports them for that file (its
+    settings, ``# noqa``), re-using ``state``'s parse of unchanged statements.
+
+    As ``devlint check``, the rules that pass the text pre-screen are narrowed by the ``ast``
+    pre-check (:func:`devlint.precheck.candidates`, on :meth:`StatementCache.precheck_facts`:
+    only the changed statements are parsed and walked for it) and a text with no candidate rule is not
+    traversed; the pre-check runs while it pays (:attr:`DocumentState.precheck`), the
+    findings being the same either way. The collector is off for the whole lint.
+
+    When ``text`` does not parse: the previous good findings on unchanged lines plus one
+    ``DEV000`` at the syntax error. Never raises on any text, except :class:`Cancelled` when
+    ``cancelled()`` (polled before and after the parse and at every statement of the
+    traversal) turns true; ``state`` stays usable then."""
+    name = path or "<buffer>"
+    select, ignore, dropped = ["DEV"], [], ()
+    if path and settings is not None:
+        config, error = settings.for_path(path)
+        if error:
+            log(f"devlint: {error}; using the default settings")
+        if excluded(path, config):
+            return []
+        select, ignore = config.selection(None, (), ())
+        dropped = tuple(config.ignored_codes(path))
+        torch_settings.set_torch_version(config.torch_version)  # fixes and messages read it
+    rules = triggered(text, enabled_rules(select, ignore))
+    clean = _clean(text)
+    if not rules:
+        state.good_text, state.good_findings = clean, []
+        return []
+    if cancelled is not None and cancelled():
+        raise Cancelled()
+
+    def narrow(body: str, rules: list) -> list:
+        """The ``ast`` pre-check while it pays, then the stale-lint watcher."""
+        if state.cache.stats.full:
+            state.precheck = True  # a new text: see whether the pre-check pays on it
+        if state.precheck:
+            if cancelled is not None and cancelled():
+                raise Cancelled()
+            facts = state.cache.precheck_facts()
+            if cancelled is not None and cancelled():
+                raise Cancelled()
+            rules, _ = candidates(body, rules, facts=facts)
+            state.precheck = not rules  # it pays while it spares the whole traversal
+            if not rules:
+                return []
+        if cancelled is not None:
+            if cancelled():
+                raise Cancelled()
+            rules = [*rules, _watcher(cancelled)]
+        return rules
+
+    findings, error = lint_parsed_by(clean, name, rules, state.cache.parse, narrow,
+                                     state.cache.ast_stand_in, state.positions)
+    if error is not None:  # a syntax error: DEV000, the good findings of unchanged lines kept
+        kept = carried(state.good_text, state.good_findings, clean) if state.good_text is not None else []
+        state.broken = sorted([*(f for f in kept if f.code != PARSE_ERROR), error])
+        return state.broken
+    if state.positions:
+        alive = {id(statement) for statement in state.cache.module.body}
+        for key in [k for k in state.positions if k not in alive]:
+            del state.positions[key]
+    findings = noqa.apply(findings, clean)
+    if dropped:
+        findings = [f for f in findings if not f.code.startswith(dropped)]
+    state.good_text, state.good_findings = clean, findings
+    return findings
+
+
+def lint_document(source: str, path: str | None) -> list[Finding]:
+    """Findings for an editor buffer with a fresh cache (what one lint of ``source`` gives)."""
+    return lint_text(source, path, DocumentState(), Settings())
+
+
+def notebook_findings(cells: Sequence[str], path: str | None, state: DocumentState,
+                      settings: Settings | None = None, log: Callable[[str], None] = logger.warning,
+                      cancelled: Callable[[], bool] | None = None) -> list[list[Finding]]:
+    """Findings of each code cell of a notebook (cell-relative lines; a fix whose edits span
+    cells is dropped), the cells linted as one program (:meth:`devlint.notebook.Notebook.program`)."""
+    text, where = Notebook(tuple(cells)).program()
+    per_cell: list[list[Finding]] = [[] for _ in cells]
+    if not where:
+        return per_cell
+    for finding in lint_text(text, path, state, settings, log, cancelled):
+        line = min(max(finding.line, 1), len(where))
+        cell, row = where[line - 1]
+        end_cell, end_row = where[min(max(finding.end_line or line, 1), len(where)) - 1]
+        end_column = finding.end_column if end_cell == cell else finding.column
+        if end_cell != cell:
+            end_row = row
+        fix = finding.fix
+        if fix is not None:
+            edits = []
+            for e in fix.edits:
+                (a, a_row), (b, b_row) = where[e.line - 1], where[e.end_line - 1]
+                if a != cell or b != cell:
+                    fix = None
+                    break
+                edits.append(replace(e, line=a_row, end_line=b_row))
+            else:
+                fix = replace(fix, edits=tuple(edits))
+        per_cell[cell - 1].append(replace(finding, line=row, end_line=end_row, end_column=end_column, fix=fix, cell=cell))
+    return per_cell
