@@ -37,9 +37,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--mode", action="append", choices=["float32", "bfloat16", "float16"], dest="mode",
         help="precision mode to check (repeatable); default all three; the cpu float32 "
              "reference always runs")
-    parser.add_argument("--format", choices=["text", "json"], default="text",
-                        help="output format (default text); with json the step's own prints go "
-                             "to stderr")
+    parser.add_argument("--format", choices=["text", "json", "markdown"], default="text",
+                        help="output format (default text); markdown for a CI job summary "
+                             "($GITHUB_STEP_SUMMARY); with json or markdown the step's own prints "
+                             "go to stderr")
+    parser.add_argument("--html", metavar="FILE",
+                        help="also write the report as one self-contained HTML page with charts "
+                             "(needs matplotlib: devlint's [report] extra)")
     parser.add_argument("--seed", type=int, default=0, help="RNG seed for every run (default 0)")
     parser.add_argument("--k", type=float, metavar="K",
                         help="an error may be K times its calibrated noise floor (default 24)")
@@ -191,11 +195,19 @@ def run(args: argparse.Namespace) -> int:
             print(f"{_PROG}: --threads must be 1 or more, got {threads}", file=sys.stderr)
             return 2
         torch.set_num_threads(threads)
+    html_path = getattr(args, "html", None)
+    if html_path:
+        try:
+            import matplotlib.figure  # noqa: F401
+        except ImportError:
+            print(f"{_PROG}: --html needs matplotlib; pip install matplotlib (devlint's [report] "
+                  "extra)", file=sys.stderr)
+            return 2
     tol_args = {k: getattr(args, k, None) for k in ("k", "quick", "negligible")}
     tolerances = Tolerances(**{k: v for k, v in tol_args.items() if v is not None}) \
         if any(v is not None for v in tol_args.values()) else None
     paths: list = []
-    quiet = contextlib.redirect_stdout(sys.stderr) if args.format == "json" else contextlib.nullcontext()
+    quiet = contextlib.redirect_stdout(sys.stderr) if args.format != "text" else contextlib.nullcontext()
     try:
         with quiet:
             if args.target:
@@ -216,7 +228,20 @@ def run(args: argparse.Namespace) -> int:
         for folder in paths:
             if folder in sys.path:
                 sys.path.remove(folder)
-    print(report.to_json() if args.format == "json" else report)
+    if args.format == "markdown":
+        from .report_markdown import render
+
+        sys.stdout.write(render(report))
+    else:
+        print(report.to_json() if args.format == "json" else report)
+    if html_path:
+        from .report_html import write
+
+        try:
+            write(report, html_path)
+        except OSError as exc:
+            print(f"{_PROG}: cannot write {html_path}: {exc.strerror or exc}", file=sys.stderr)
+            return 2
     if any(f.details.get("exit") for f in report.findings):
         print(f"{_PROG}: the step called sys.exit(); see the report", file=sys.stderr)
         return 2

@@ -40,6 +40,9 @@ class Run:
         kernels: CPU bfloat16/float16 runs only: ``"emulated"`` (GEMMs and convolutions
             computed in float32 from the low-precision operands, rounded once, see
             :mod:`devlint.runtime.emulate`) or ``"native"`` (PyTorch's CPU kernels); else None.
+        modules: judged low-precision and float32 runs: one dict per module with its own
+            gradient error, floor, limit and float16 underflow share
+            (:func:`devlint.runtime.by_module.module_rows`); None otherwise.
     """
 
     device: str
@@ -56,6 +59,7 @@ class Run:
     how: str | None = None
     excluded: int | None = None
     kernels: str | None = None
+    modules: list[dict] | None = None
 
     @property
     def ran(self) -> bool:

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from . import emulate, probes, standin
+from . import by_module, emulate, probes, standin
 from .compare import (Delta, Errors, Rounding, Tolerances, Verdict, judge, measure, needs_floor,
                       resolve_tolerances, round_range, round_trip)
 from .report import Finding, Report, Run
@@ -87,6 +87,7 @@ class _Raw:
     mixes: list = field(default_factory=list)
     unmoved: dict = field(default_factory=dict)
     norms: dict = field(default_factory=dict)  # references: squared norms, filled by measure
+    floor_errors: Errors | None = None  # the noise-floor run's, when one was measured
     ok: bool = True  # set once judged
 
 
@@ -784,6 +785,7 @@ def _judge_run(step, raw: _Raw, ref: _Raw, tol: Tolerances, seed: int, cross_dev
     if not needs_floor(raw.errors, raw.mode, tol):
         return judge(raw.errors, raw.mode, tol, adaptive=raw.adaptive)
     floor = _run(step, ref.device, "float32", seed, ref=ref, round_to=raw.mode, bench=bench)
+    raw.floor_errors = floor.errors
     if floor.errors is None:
         return judge(raw.errors, raw.mode, tol, adaptive=raw.adaptive)
     verdict = judge(raw.errors, raw.mode, tol, floor=floor.errors, adaptive=raw.adaptive)
@@ -964,6 +966,8 @@ def _row(step, raw: _Raw, ref: _Raw, tol: Tolerances, seed: int, cross: bool, re
     run.loss_err, run.grad_err, run.floor = verdict.loss_err, verdict.grad_err, verdict.floor
     run.update_err, run.how, run.excluded = verdict.update_err, verdict.how, verdict.excluded
     raw.ok = verdict.ok
+    run.modules = by_module.module_rows(step.model, raw.errors, raw.floor_errors, tol, raw.mode,
+                                        ref.grads if raw.mode == "float16" else None)
     if not verdict.ok:
         run.status = "mismatch"
         report.findings.append(_mismatch_finding(step, raw, verdict, seed, tol))
