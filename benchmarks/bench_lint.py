@@ -40,11 +40,12 @@ TORCHFIX = "torchfix==0.7.0"
 # pre-check leaves a rule for libcst).
 PRESCREEN = """import sys
 from devlint import precheck
-from devlint.engine import decode, enabled_rules, triggered
+from devlint.engine import enabled_rules, triggered
+from devlint.source import decode
 rules = enabled_rules()
 for p in open(sys.argv[1]).read().splitlines():
     try:
-        text = decode(open(p, 'rb').read())
+        text = decode(open(p, 'rb').read()).text
     except Exception:
         continue
     kept = triggered(text, rules)

@@ -20,8 +20,8 @@ from typing import Sequence
 from . import __version__, formats
 from .cache import Cache
 from .config import Config, ConfigError, Resolver, check_codes, parse_version
-from .engine import PARSE_ERROR, enabled_rules
-from .finding import Finding
+from .engine import enabled_rules
+from .finding import PARSE_ERROR, Finding
 from .fix import FileFix
 from .formats.text import applicable, line as _text_line
 from .rules import all_rules

@@ -97,7 +97,7 @@ def _all(codes: list[str]) -> list[str]:
 
 def known(code: str) -> bool:
     """Does the selector ``code`` (a code or prefix, or ``ALL``) name at least one code?"""
-    from .engine import PARSE_ERROR
+    from .finding import PARSE_ERROR
     from .rules import all_rules
 
     if code == "ALL":

@@ -24,12 +24,11 @@ from libcst.metadata import CodePosition, CodeRange, MetadataWrapper, PositionPr
 from . import guards
 from . import source as source_text
 from . import precheck as _precheck
-from .finding import Edit, Finding, Fix
+from .finding import PARSE_ERROR, Edit, Finding, Fix
 from .names import ImportTable, dotted
 from .rule import Analysis, Participant, Rule
 from .rules import all_rules
 
-PARSE_ERROR = "DEV000"
 #: Whether :func:`lint` runs the ``ast`` pre-check by default: set ``DEVLINT_NO_PRECHECK=1`` in
 #: the environment to measure without it or to rule it out (benchmarks/bench_lint.py does both).
 PRECHECK = not os.environ.get("DEVLINT_NO_PRECHECK")
@@ -457,14 +456,6 @@ def triggered(text: str, rules: Sequence[type[Rule]]) -> list[type[Rule]]:
     return [r for r in rules if (torch or not r.needs_torch) and any(t in text for t in r.triggers)]
 
 
-def decode(data: bytes) -> str:
-    """Bytes -> text, honouring a PEP 263 coding cookie and a BOM.
-
-    Raises ``SyntaxError`` for an unknown encoding and ``UnicodeDecodeError`` for bytes
-    that do not decode."""
-    return source_text.decode(data).text
-
-
 def lint(
     source: str | bytes,
     path: str = "<stdin>",
@@ -491,7 +482,7 @@ def lint(
     ``None`` follows :data:`PRECHECK`."""
     rules = enabled_rules(select, ignore) if rules is None else rules
     try:
-        text = decode(source) if isinstance(source, bytes) else source
+        text = source_text.decode(source).text if isinstance(source, bytes) else source
     except (SyntaxError, UnicodeDecodeError, LookupError) as exc:
         return [Finding(path, 1, 0, PARSE_ERROR, f"could not parse: {exc}", 1, 0)]
     rules = triggered(text, rules)

@@ -4,6 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+#: The code of a file no rule could check: it could not be read, decoded or parsed (or one
+#: line was too pathological to analyse); reported by every front end, never selectable off.
+PARSE_ERROR = "DEV000"
+
 
 @dataclass(frozen=True)
 class Edit:

@@ -287,7 +287,7 @@ def fix_file(path: str, select: Sequence[str], ignore: Sequence[str], unsafe: bo
              write: bool = True) -> FileFix:
     """Fix one file in place (``write``) or only compute the fix (``--diff``). Never raises
     ``OSError``: a file that cannot be written gives :attr:`FileFix.error`."""
-    from .engine import PARSE_ERROR
+    from .finding import PARSE_ERROR
     from .runner import read_file
 
     try:

@@ -93,7 +93,8 @@ class DevlintChecker:
         if not self._active:
             return
         try:
-            from .engine import PARSE_ERROR, lint  # imported only when DEV codes are selected
+            from .engine import lint  # imported only when DEV codes are selected
+            from .finding import PARSE_ERROR
 
             findings = lint("".join(self.lines), self.filename, tree=self.tree)
         except Exception:  # noqa: BLE001 - never abort the user's flake8 run

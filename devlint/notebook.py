@@ -15,8 +15,7 @@ import json
 from dataclasses import dataclass, replace
 from typing import Callable, Sequence
 
-from .engine import PARSE_ERROR
-from .finding import Finding
+from .finding import PARSE_ERROR, Finding
 from .source import split_lines
 
 #: Cell magics whose body is still Python, so the cell is linted (without its first line).

@@ -15,8 +15,9 @@ from functools import partial
 from . import noqa, notebook
 from .cache import Cache
 from .config import path_matches
-from .engine import PARSE_ERROR, decode, lint
-from .finding import Finding
+from .engine import lint
+from .finding import PARSE_ERROR, Finding
+from .source import decode
 
 SKIP_DIRS = {".git", ".hg", ".svn", "__pycache__", ".venv", "venv", ".env", "env", ".tox", ".nox",
              "node_modules", ".mypy_cache", ".pytest_cache", ".ruff_cache", ".devlint_cache", "site-packages",
@@ -163,7 +164,7 @@ def check_source(data: bytes, path: str, select: Sequence[str], ignore: Sequence
     if not findings:
         return findings
     try:
-        text = decode(data)
+        text = decode(data).text
     except (SyntaxError, UnicodeDecodeError, LookupError):
         return findings
     return noqa.apply(findings, text)

@@ -11,7 +11,8 @@ import pytest
 
 from conftest import LINT_FIXTURES, ROOT
 from devlint import precheck
-from devlint.engine import decode, enabled_rules, lint, triggered
+from devlint.engine import enabled_rules, lint, triggered
+from devlint.source import decode
 from devlint.rules import all_rules
 
 #: The public cases (read in place, never copied): beside the checkout, as CI lays them out,
@@ -76,7 +77,7 @@ def test_benchmark_corpus_same_findings_with_and_without_precheck():
     for path in files:
         data = path.read_bytes()
         try:
-            text = decode(data)
+            text = decode(data).text
         except (SyntaxError, UnicodeDecodeError, LookupError):
             continue
         rules = triggered(text, enabled_rules())

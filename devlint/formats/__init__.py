@@ -11,12 +11,14 @@ from __future__ import annotations
 import os
 from functools import lru_cache
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
 from ..finding import Finding
-from ..rule import Rule
 
-Renderer = Callable[[Sequence[Finding], Sequence[type[Rule]], Path], str]
+if TYPE_CHECKING:  # annotations only: the rules (and libcst) are not loaded to write a report
+    from ..rule import Rule
+
+Renderer = Callable[[Sequence[Finding], Sequence["type[Rule]"], Path], str]
 
 #: The format names ``--output-format`` accepts, in the order ``--help`` lists them.
 NAMES = ("full", "concise", "json", "sarif", "github", "gitlab")
@@ -84,11 +86,10 @@ def _lines(path: str, cell: int | None) -> tuple[str, ...]:
         from ..notebook import cell_lines
 
         return tuple(cell_lines(data, cell))
-    from ..engine import decode
-    from ..source import split_lines
+    from ..source import decode, split_lines
 
     try:
-        return tuple(split_lines(decode(data)))
+        return tuple(split_lines(decode(data).text))
     except (SyntaxError, UnicodeDecodeError, LookupError):
         return tuple(split_lines(data.decode("utf-8", "replace")))
 

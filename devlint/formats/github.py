@@ -9,12 +9,13 @@ DEV000 (a file that could not be read or parsed) is an ``::error``.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
-from ..engine import PARSE_ERROR
-from ..finding import Finding
-from ..rule import Rule
+from ..finding import PARSE_ERROR, Finding
 from . import described, end_of, relative_path
+
+if TYPE_CHECKING:  # annotations only: the rules (and libcst) are not loaded to write a report
+    from ..rule import Rule
 
 
 def escape_data(text: str) -> str:

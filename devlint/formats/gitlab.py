@@ -13,12 +13,13 @@ import hashlib
 import json
 from collections import Counter
 from pathlib import Path
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
-from ..engine import PARSE_ERROR
-from ..finding import Finding
-from ..rule import Rule
+from ..finding import PARSE_ERROR, Finding
 from . import described, end_of, relative_path, source_line
+
+if TYPE_CHECKING:  # annotations only: the rules (and libcst) are not loaded to write a report
+    from ..rule import Rule
 
 
 def fingerprints(findings: Sequence[Finding], root: Path) -> list[str]:

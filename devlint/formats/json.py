@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 from ..finding import Finding
-from ..rule import Rule
 from . import end_of
+
+if TYPE_CHECKING:  # annotations only: the rules (and libcst) are not loaded to write a report
+    from ..rule import Rule
 
 
 def _fix(finding: Finding) -> dict[str, Any] | None:

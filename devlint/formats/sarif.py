@@ -11,14 +11,15 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 from .. import __version__
-from ..engine import PARSE_ERROR
-from ..finding import Finding
-from ..rule import Rule
+from ..finding import PARSE_ERROR, Finding
 from ..links import project_url, rule_docs_url
 from . import described, end_of, relative_path
+
+if TYPE_CHECKING:  # annotations only: the rules (and libcst) are not loaded to write a report
+    from ..rule import Rule
 
 SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 VERSION = "2.1.0"

@@ -10,10 +10,12 @@ default: the line with a caret under the finding, and the fix on offer).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 from ..finding import Finding
-from ..rule import Rule
+
+if TYPE_CHECKING:  # annotations only: the rules (and libcst) are not loaded to write a report
+    from ..rule import Rule
 
 BOLD, RED, CYAN, BLUE, RESET = "\x1b[1m", "\x1b[31m", "\x1b[36m", "\x1b[34m", "\x1b[0m"
 

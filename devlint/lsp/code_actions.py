@@ -8,8 +8,7 @@ from __future__ import annotations
 from lsprotocol import types
 
 from .. import noqa
-from ..engine import PARSE_ERROR
-from ..finding import Finding
+from ..finding import PARSE_ERROR, Finding
 from ..incremental import common_prefix, common_suffix
 from .diagnostics import diagnostic, text_edit
 from .encoding import line_column, split_lines

@@ -6,8 +6,7 @@ from __future__ import annotations
 
 from lsprotocol import types
 
-from ..engine import PARSE_ERROR
-from ..finding import Finding
+from ..finding import PARSE_ERROR, Finding
 from ..links import rule_docs_url
 from .encoding import to_units
 

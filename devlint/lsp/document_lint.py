@@ -15,8 +15,8 @@ from dataclasses import dataclass, field, replace
 from typing import Callable, Sequence
 
 from .. import noqa, settings as torch_settings
-from ..engine import PARSE_ERROR, enabled_rules, lint_parsed_by, triggered
-from ..finding import Finding
+from ..engine import enabled_rules, lint_parsed_by, triggered
+from ..finding import PARSE_ERROR, Finding
 from ..incremental import StatementCache
 from ..notebook import Notebook
 from ..precheck import candidates
