@@ -30,7 +30,7 @@ import libcst as cst
 from .guards import string_value
 from .modules import is_module_class, is_module_constructor, strip_module_methods
 from .names import dotted
-from .rule import Analysis, Rule
+from .rule import Analysis, Rule, Site
 
 _AUTOCAST_MODULES = {
     "torch": None,
@@ -540,6 +540,18 @@ class AmpAnalysis(Analysis):
                 self._add("opt_step", node, target=owner)
 
 
+def casts_to_bfloat16(node: cst.Call, amp: AmpAnalysis) -> bool:
+    """``x.bfloat16()``, ``x.to(torch.bfloat16)``, ``x.to(dtype=torch.bfloat16)`` (receiver not checked)."""
+    func = node.func
+    if not isinstance(func, cst.Attribute):
+        return False
+    if func.attr.value == "bfloat16":
+        return not node.args
+    return func.attr.value == "to" and any(
+        amp.dtype(a.value) == "bfloat16" for a in node.args if a.keyword is None or a.keyword.value == "dtype"
+    )
+
+
 class FrameRule(Rule):
     """A rule that judges each frame once the traversal has left it: subclasses implement
     :meth:`check`, called with every closed :class:`Frame` (functions, then the module)."""
@@ -565,7 +577,7 @@ class FrameRule(Rule):
         :meth:`AmpAnalysis.visit_SimpleStatementLine`)."""
         return self.amp.statements.get(id(call))
 
-    def report_at(self, item: "Event | Region", message: str | None = None, fix=None) -> None:
+    def report_at(self, item: "Event | Region | Site", message: str | None = None, fix=None) -> None:
         """Report at an event or region recorded earlier in the traversal. The engine files a
         report under the top-level statement being visited, which, once a frame closes, is
         no longer the one holding the node: the one recorded with the item is restored."""

@@ -31,6 +31,16 @@ class NodeFix(NamedTuple):
     safe: bool = True
 
 
+class Site:
+    """A node recorded during the traversal with its top-level statement, to report once
+    the traversal has moved on (:meth:`devlint.amp.FrameRule.report_at`)."""
+
+    __slots__ = ("node", "top")
+
+    def __init__(self, node: cst.CSTNode, top: int) -> None:
+        self.node, self.top = node, top
+
+
 class Participant:
     """Something with ``visit_<Node>``/``leave_<Node>`` hooks that the engine calls.
 

@@ -67,3 +67,19 @@ def test_one_rule_per_file_named_after_it():
     for rule in all_rules():
         module = sys.modules[rule.__module__]
         assert module.__file__.endswith(rule.name.replace("-", "_") + ".py"), rule.code
+
+
+def test_no_rule_imports_another_rule():
+    """Shared logic lives in the analyses (``devlint.amp``, ``devlint.rule``...), never in a rule."""
+    import ast
+
+    offenders = []
+    for path in (ROOT / "devlint" / "rules").glob("*.py"):
+        if path.name == "__init__.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.level == 1:  # ``from .x import``: a sibling rule
+                offenders.append(f"{path.name}: from .{node.module or ''} import ...")
+            elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("devlint.rules."):
+                offenders.append(f"{path.name}: from {node.module} import ...")
+    assert offenders == []

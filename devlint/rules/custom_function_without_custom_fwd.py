@@ -7,7 +7,7 @@ import libcst as cst
 from ..amp import Frame, FrameRule
 from ..names import dotted
 from ..precheck import methods_of
-from .grad_scaler_with_bfloat16 import _Site
+from ..rule import Site
 
 _FUNCTIONS = frozenset({"torch.autograd.Function", "torch.autograd.function.Function"})
 _PLAIN = frozenset({"staticmethod", "classmethod"})
@@ -84,7 +84,7 @@ def predict(model, x, device):
 
     def __init__(self, ctx) -> None:
         super().__init__(ctx)
-        self._candidates: list[_Site] = []
+        self._candidates: list[Site] = []
         self._autocast = False
 
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
@@ -102,7 +102,7 @@ def predict(model, x, device):
         params = forward.params.params
         if not params or params[0].name.value != "ctx":
             return
-        self._candidates.append(_Site(forward.name, self.ctx.statement_index))
+        self._candidates.append(Site(forward.name, self.ctx.statement_index))
 
     def check(self, frame: Frame) -> None:
         if any(r.active for r, _ in frame.regions):

@@ -4,29 +4,9 @@ from __future__ import annotations
 
 import libcst as cst
 
-from ..amp import GRAD_SCALERS, Frame, FrameRule
+from ..amp import GRAD_SCALERS, Frame, FrameRule, casts_to_bfloat16
 from ..names import dotted
-
-
-class _Site:
-    """A node recorded during the traversal, with its top-level statement (for ``report_at``)."""
-
-    __slots__ = ("node", "top")
-
-    def __init__(self, node: cst.CSTNode, top: int) -> None:
-        self.node, self.top = node, top
-
-
-def casts_to_bfloat16(node: cst.Call, amp) -> bool:
-    """``x.bfloat16()``, ``x.to(torch.bfloat16)``, ``x.to(dtype=torch.bfloat16)`` (receiver not checked)."""
-    func = node.func
-    if not isinstance(func, cst.Attribute):
-        return False
-    if func.attr.value == "bfloat16":
-        return not node.args
-    return func.attr.value == "to" and any(
-        amp.dtype(a.value) == "bfloat16" for a in node.args if a.keyword is None or a.keyword.value == "dtype"
-    )
+from ..rule import Site
 
 
 class GradScalerWithBfloat16(FrameRule):
@@ -92,7 +72,7 @@ def train_any(model, batches, opt, device, dtype):
 
     def __init__(self, ctx) -> None:
         super().__init__(ctx)
-        self._scalers: dict[int, list[tuple[str, _Site]]] = {}
+        self._scalers: dict[int, list[tuple[str, Site]]] = {}
         self._casts: dict[int, int] = {}
 
     def visit_Assign(self, node: cst.Assign) -> None:
@@ -108,7 +88,7 @@ def train_any(model, batches, opt, device, dtype):
         for target in node.targets:
             name = dotted(target.target)
             if name is not None and frame is not None:
-                self._scalers.setdefault(id(frame), []).append((name, _Site(value, self.ctx.statement_index)))
+                self._scalers.setdefault(id(frame), []).append((name, Site(value, self.ctx.statement_index)))
 
     def visit_Call(self, node: cst.Call) -> None:
         frame = self.amp.frame

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import libcst as cst
 
-from ..amp import Frame, FrameRule
+from ..amp import Frame, FrameRule, casts_to_bfloat16
 from ..names import dotted
 from ..precheck import arguments
-from .grad_scaler_with_bfloat16 import _Site, casts_to_bfloat16
+from ..rule import Site
 
 _FLOAT32 = {"torch.float32", "torch.float"}
 _FP16 = frozenset({"torch.float16", "torch.half"})
@@ -99,7 +99,7 @@ def train_rounded(model, opt, x):
         super().__init__(ctx)
         self._undone: set[int] = set()  # `.half()` calls cast straight back: `.half().float()`
         self._restored: dict[int, set[str]] = {}  # per frame: names cast back by `model.float()`
-        self._bf16: dict[int, list[_Site]] = {}
+        self._bf16: dict[int, list[Site]] = {}
 
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
@@ -115,7 +115,7 @@ def train_rounded(model, opt, x):
             if name is not None and frame is not None:
                 self._restored.setdefault(id(frame), set()).add(name)
         elif frame is not None and casts_to_bfloat16(node, amp) and amp.is_module(func.value):
-            self._bf16.setdefault(id(frame), []).append(_Site(node, self.ctx.statement_index))
+            self._bf16.setdefault(id(frame), []).append(Site(node, self.ctx.statement_index))
 
     def check(self, frame: Frame) -> None:
         restored = self._restored.pop(id(frame), set())
