@@ -23,7 +23,7 @@ from .config import Config, ConfigError, Resolver, check_codes, parse_version
 from .engine import enabled_rules
 from .finding import PARSE_ERROR, Finding
 from .fix import FileFix
-from .formats.text import applicable, line as _text_line
+from .formats.text import applicable
 from .rules import all_rules
 from .runner import check_paths, check_source, discover, display_path, read_file
 from .source import split_lines
@@ -53,11 +53,6 @@ def _codes(value: str | None, flag: str) -> list[str] | None:
     except ConfigError as exc:
         raise UsageError(str(exc)) from None
     return codes
-
-
-def format_text(finding: Finding) -> str:
-    """``path:line:col: CODE message`` with a 1-based column, as flake8 and ruff print."""
-    return _text_line(finding)
 
 
 def repository_root(start: str | None = None) -> Path:

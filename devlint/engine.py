@@ -43,13 +43,6 @@ class Scope:
     def __init__(self, kind: str, node: cst.CSTNode, parent: "Scope | None", name: str) -> None:
         self.kind, self.node, self.parent, self.name = kind, node, parent, name
 
-    @property
-    def enclosing_class(self) -> "Scope | None":
-        """The class whose method this scope is (``None`` for plain functions)."""
-        if self.kind == "function" and self.parent is not None and self.parent.kind == "class":
-            return self.parent
-        return self if self.kind == "class" else None
-
 
 class Context:
     """Per-file state shared by the engine, the analyses and the rules.
@@ -443,11 +436,6 @@ def is_selected(code: str, select: Sequence[str] = ("DEV",), ignore: Sequence[st
 def enabled_rules(select: Sequence[str] = ("DEV",), ignore: Sequence[str] = ()) -> list[type[Rule]]:
     """Rule classes whose code the selection keeps."""
     return [r for r in all_rules() if is_selected(r.code, select, ignore)]
-
-
-def could_match(text: str, rules: Sequence[type[Rule]]) -> bool:
-    """The pre-screen: can any of these rules match this text at all? (See ``Rule.triggers``.)"""
-    return bool(triggered(text, rules))
 
 
 def triggered(text: str, rules: Sequence[type[Rule]]) -> list[type[Rule]]:

@@ -282,24 +282,3 @@ class FileFix:
 
         return "".join(difflib.unified_diff(lines(self.before), lines(self.after), f"a/{self.path}", f"b/{self.path}"))
 
-
-def fix_file(path: str, select: Sequence[str], ignore: Sequence[str], unsafe: bool = False,
-             write: bool = True) -> FileFix:
-    """Fix one file in place (``write``) or only compute the fix (``--diff``). Never raises
-    ``OSError``: a file that cannot be written gives :attr:`FileFix.error`."""
-    from .finding import PARSE_ERROR
-    from .runner import read_file
-
-    try:
-        data = read_file(path)
-    except OSError:
-        return FileFix(path, b"", b"", 0)
-    new, count = fix_source(data, path, select, ignore, unsafe)
-    if count and write:
-        try:
-            write_atomic(path, new)
-        except OSError as exc:
-            reason = exc.strerror or str(exc) or type(exc).__name__
-            message = f"could not write the fixed file, left unchanged: {reason}"
-            return FileFix(path, data, data, 0, Finding(path, 1, 0, PARSE_ERROR, message, 1, 0))
-    return FileFix(path, data, new, count)

@@ -175,11 +175,6 @@ def lint_text(text: str, path: str | None, state: DocumentState, settings: Setti
     return findings
 
 
-def lint_document(source: str, path: str | None) -> list[Finding]:
-    """Findings for an editor buffer with a fresh cache (what one lint of ``source`` gives)."""
-    return lint_text(source, path, DocumentState(), Settings())
-
-
 def notebook_findings(cells: Sequence[str], path: str | None, state: DocumentState,
                       settings: Settings | None = None, log: Callable[[str], None] = logger.warning,
                       cancelled: Callable[[], bool] | None = None) -> list[list[Finding]]:
