@@ -7,6 +7,10 @@ concurrent runs (pre-commit, an editor and CI on one checkout) can share the fol
 that cannot be read or written is simply not used, and an entry is checked before it is
 trusted: its format version, its own key and the shape of every finding; anything else (a
 truncated file, another tool's JSON, a hand edit) is ignored and replaced on this run.
+
+Findings that read other files of the project (:mod:`devlint.project`) are stored with those
+files' content hashes (``deps``): the entry is served only while every one still hashes the
+same, so an edited helper file re-lints the files that import it.
 """
 
 from __future__ import annotations
@@ -48,8 +52,10 @@ class Cache:
     def key(self, path: str, data: bytes) -> str:
         return hashlib.sha256(f"{self.salt}|{path}|".encode() + data).hexdigest()
 
-    def get(self, key: str) -> list[Finding] | None:
-        """The findings stored under ``key``, or ``None`` when there is no valid entry."""
+    def get(self, key: str, digest=None) -> list[Finding] | None:
+        """The findings stored under ``key``, or ``None`` when there is no valid entry or a
+        file it depends on changed (``digest``: path -> its content hash now; an entry with
+        dependencies is a miss without it)."""
         try:
             raw = json.loads((self.folder / key[:2] / key).read_text(encoding="utf-8"))
         except (OSError, ValueError, RecursionError):
@@ -59,12 +65,22 @@ class Cache:
         items = raw.get("findings")
         if not isinstance(items, list):
             return None
+        deps = raw.get("deps") or {}
+        if not isinstance(deps, dict) or (deps and digest is None):
+            return None
+        try:
+            if any(digest(path) != hashed for path, hashed in deps.items()):
+                return None
+        except (OSError, TypeError, ValueError):
+            return None
         try:
             return [_finding(item) for item in items]
         except (ValueError, TypeError, KeyError, AttributeError):
             return None
 
-    def put(self, key: str, findings: list[Finding]) -> None:
+    def put(self, key: str, findings: list[Finding], deps: dict[str, str] | None = None) -> None:
+        """Store ``findings`` under ``key``, with the content hashes of the other files they
+        depend on (``deps``: path -> hash)."""
         target = self.folder / key[:2] / key
         try:
             if not self.folder.exists():
@@ -74,7 +90,10 @@ class Cache:
             target.parent.mkdir(exist_ok=True)
             fd, temporary = tempfile.mkstemp(dir=target.parent, prefix=".tmp-")
             with os.fdopen(fd, "w", encoding="utf-8") as out:
-                json.dump({"format": FORMAT, "key": key, "findings": [asdict(f) for f in findings]}, out)
+                entry = {"format": FORMAT, "key": key, "findings": [asdict(f) for f in findings]}
+                if deps:
+                    entry["deps"] = deps
+                json.dump(entry, out)
             os.replace(temporary, target)
         except OSError:
             pass

@@ -45,6 +45,8 @@ from .rule import Analysis
 
 CPU, DEV, CPUB, DEVB, LOADER, MODEL, INP, CPUDEV = "cpu", "dev", "cpub", "devb", "loader", "model", "inp", "cpudev"
 PARAM, PB, PITEM, ENUM, ZIP = "param", "pbatch", "pitem", "enum", "zip"
+#: a tuple of DataLoaders returned by a project helper (``train, val = build_loaders(cfg)``)
+LOADERS = "loaders"
 #: kinds that only mean something in the frame that made them (never stored on ``self``)
 _LOCAL_KINDS = frozenset({PARAM, PB, PITEM, ENUM, ZIP})
 TENSORS = (CPU, DEV, INP)
@@ -563,6 +565,10 @@ class DeviceFlow(Analysis):
             return V(ENUM, origins=(self.value(positional[0], env),))
         if last == "zip" and positional and not any(a.star for a in call.args):
             return V(ZIP, origins=tuple(self.value(a, env) for a in positional))
+        if self.ctx.project is not None:
+            v = self._project_call(call, env)
+            if v is not None:
+                return v
         name = self.ctx.resolve(func)
         if name is not None:
             v = self._library_call(name, call, env)
@@ -636,6 +642,28 @@ class DeviceFlow(Analysis):
                     return V(DEV)
             return None
         return None
+
+    def _project_call(self, call: cst.Call, env) -> V | None:
+        """A call of a function or class that another file of the project defines, as its
+        summary says (:mod:`devlint.project`); ``None`` when it says nothing."""
+        head = call.func
+        while head.__class__ is cst.Attribute:
+            head = head.value
+        if head.__class__ is not cst.Name or head.value in self.frame.vars or (env and head.value in env):
+            return None
+        kind = self.ctx.project.call_kind(call.func, self.ctx.names)
+        if kind is None:
+            return None
+        if kind == "moves":  # its first argument, moved to a device
+            first = next((a.value for a in call.args if a.keyword is None and not a.star), None)
+            base = self.value(first, env) if first is not None else None
+            if base is not None and (base.module or base.kind == MODEL):
+                return V(DEV, module=True, loss=base.loss)
+            group = base.group if base is not None and base.kind in (PB, PITEM) else None
+            return V(DEVB, group=group) if base is not None and base.kind in (CPUB, DEVB, PB) else V(DEV, group=group)
+        if kind == "module":
+            return V(MODEL, module=True, loss=(dotted(call.func) or "").endswith("Loss"))
+        return V({"loader": LOADER, "loaders": LOADERS, "cpu": CPU, "cpub": CPUB}[kind])
 
     def _called(self, callee: V | None, call: cst.Call | None = None, named=None, env=None) -> V | None:
         """The result of calling a value: a moved module gives device tensors; so does a model
@@ -755,6 +783,8 @@ class DeviceFlow(Analysis):
             return None
         if v.kind == LOADER:
             return V(CPUB)
+        if v.kind == LOADERS:
+            return V(LOADER)
         if v.kind == CPUB:
             return V(CPU)
         if v.kind == DEVB:

@@ -66,6 +66,8 @@ class Context:
         self._analyses: dict[type, Analysis] = {}
         self.reports: list[tuple[Rule, cst.CSTNode, str, object, int]] = []
         self.statement_index = 0  # index in Module.body of the statement being visited
+        #: this file's :class:`devlint.project.index.View` of the project (``None``: alone)
+        self.project = None
 
     @property
     def guarded(self) -> bool:
@@ -452,6 +454,7 @@ def lint(
     rules: Sequence[type[Rule]] | None = None,
     tree: ast.Module | None = None,
     precheck: bool | None = None,
+    project=None,
 ) -> list[Finding]:
     """All findings of the selected rules in ``source``, sorted by position.
 
@@ -467,14 +470,19 @@ def lint(
     collector is off while libcst builds and the rules walk the tree (a tree holds no cycles;
     collecting passes over it made the cost per line grow with the file's length).
     ``precheck=False`` skips the ``ast`` step (the findings are the same; tests compare them);
-    ``None`` follows :data:`PRECHECK`."""
+    ``None`` follows :data:`PRECHECK`. ``project``, this file's
+    :class:`devlint.project.index.View`, lets DEV111-DEV114 read the summaries of the
+    project files it imports; the rules its imports make worth running
+    (:meth:`~devlint.project.index.View.forced_rules`) then skip the pre-screen and pre-check."""
     rules = enabled_rules(select, ignore) if rules is None else rules
     try:
         text = source_text.decode(source).text if isinstance(source, bytes) else source
     except (SyntaxError, UnicodeDecodeError, LookupError) as exc:
         return [Finding(path, 1, 0, PARSE_ERROR, f"could not parse: {exc}", 1, 0)]
+    forced = project_rules(project, text, rules)
+    every = rules
     rules = triggered(text, rules)
-    if not rules:
+    if not rules and not forced:
         return []
     text, skipped = _defuse(text, path)
     collecting = gc.isenabled()
@@ -482,9 +490,11 @@ def lint(
     try:
         if PRECHECK if precheck is None else precheck:
             rules, tree = _precheck.candidates(text, rules, tree)
-            if not rules:
-                return skipped
-        return _parse_and_analyse(text, path, rules, tree, skipped)
+        if forced:
+            rules = [r for r in every if r in forced or r in rules]
+        if not rules:
+            return skipped
+        return _parse_and_analyse(text, path, rules, tree, skipped, project)
     finally:
         if collecting:
             gc.enable()
@@ -497,7 +507,19 @@ def lint(
 CHUNK_LINES = 2_000
 
 
-def _parse_and_analyse(text: str, path: str, rules, tree, skipped: list[Finding]) -> list[Finding]:
+def project_rules(project, text: str, rules: Sequence[type[Rule]]) -> set[type[Rule]]:
+    """The rules among ``rules`` that the file's imports of the project make worth running
+    whatever the pre-screen says (see :meth:`devlint.project.index.View.forced_rules`)."""
+    if project is None:
+        return set()
+    try:
+        codes = project.forced_rules(text)
+    except (OSError, ValueError, RecursionError):  # the index never stops a lint
+        return set()
+    return {r for r in rules if r.code in codes}
+
+
+def _parse_and_analyse(text: str, path: str, rules, tree, skipped: list[Finding], project=None) -> list[Finding]:
     cuts = starts = None
     long = text.count("\n", 0, None) > CHUNK_LINES * 3 // 2 and "\r" not in text
     by_text = long and tree is None  # no stdlib tree (pre-check off): cut where the text says
@@ -512,7 +534,7 @@ def _parse_and_analyse(text: str, path: str, rules, tree, skipped: list[Finding]
             module = _parse(text, cuts)
     except Exception as exc:  # noqa: BLE001 - ParserSyntaxError, or the native parser's own
         return [*skipped, _parse_failure(text, path, exc)]
-    return sorted([*skipped, *lint_module(module, text, path, rules=rules, tree=starts)])
+    return sorted([*skipped, *lint_module(module, text, path, rules=rules, tree=starts, project=project)])
 
 
 def _parse_failure(text: str, path: str, exc: Exception) -> Finding:
@@ -532,6 +554,7 @@ def lint_parsed_by(
     narrow=None,
     tree=None,
     positions: dict | None = None,
+    project=None,
 ) -> tuple[list[Finding], Finding | None]:
     """The pipeline of :func:`lint` for a caller that keeps its own parse (the language
     server's per-statement cache). ``text`` (decoded, past the text pre-screen) has its
@@ -539,7 +562,7 @@ def lint_parsed_by(
     ``parse(body)`` returns the libcst module, ``narrow(body, rules)``, when given, returns
     the rules left by the ``ast`` pre-check (none left: no traversal), and the rules walk the
     module once; ``tree()``, when given, returns the ``tree`` of :func:`lint_module` (called
-    only when the traversal runs), ``positions`` is as there.
+    only when the traversal runs), ``positions`` and ``project`` are as there.
 
     Returns (the findings sorted, the blanked lines' included; ``None``) or, when ``parse``
     raises an ``Exception``, (the blanked lines' findings, the ``DEV000`` at the parse error),
@@ -562,7 +585,8 @@ def lint_parsed_by(
             if not rules:
                 return skipped, None
         stand_in = tree() if tree is not None else None
-        return sorted([*skipped, *lint_module(module, body, path, rules=rules, tree=stand_in, positions=positions)]), None
+        return sorted([*skipped, *lint_module(module, body, path, rules=rules, tree=stand_in, positions=positions,
+                                              project=project)]), None
     finally:
         if collecting:
             gc.enable()
@@ -772,6 +796,7 @@ def lint_module(
     rules: Sequence[type[Rule]] | None = None,
     tree: ast.Module | list[int] | None = None,
     positions: dict | None = None,
+    project=None,
 ) -> list[Finding]:
     """Findings of the selected rules in an already-parsed libcst ``module`` whose source is
     ``text`` (``module.code == text``), sorted by position; no pre-screen, no pre-check.
@@ -781,7 +806,7 @@ def lint_module(
     (or the first lines of its top-level statements). ``positions``, a dict the caller keeps
     between calls on the same document, memoises the positions of each top-level statement
     that had findings (see :func:`_positions`); a caller that re-uses unchanged statement nodes
-    (immutable) then never renders them again."""
+    (immutable) then never renders them again. ``project`` is as for :func:`lint`."""
     rules = enabled_rules(select, ignore) if rules is None else rules
     if not rules:
         return []
@@ -790,7 +815,7 @@ def lint_module(
     gc.disable()
     try:
         sys.setrecursionlimit(max(limit, 20000))  # libcst's codegen recurses per nesting level
-        return _analyse(module, path, text, rules, tree, positions)
+        return _analyse(module, path, text, rules, tree, positions, project)
     except Exception as exc:  # noqa: BLE001 - one bad file never aborts a run
         return [Finding(path, 1, 0, PARSE_ERROR, f"could not analyse: {type(exc).__name__}: {exc}", 1, 0)]
     finally:
@@ -1035,8 +1060,9 @@ def _position(starts: list[int], at: int) -> tuple[int, int]:
 
 
 def _analyse(module: cst.Module, path: str, text: str, rules: Sequence[type[Rule]], tree=None,
-             memo: dict | None = None) -> list[Finding]:
+             memo: dict | None = None, project=None) -> list[Finding]:
     ctx = Context(path, text)
+    ctx.project = project
     analyses: list[Analysis] = []
     for rule in rules:
         for kind in rule.requires:

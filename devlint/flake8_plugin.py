@@ -95,8 +95,10 @@ class DevlintChecker:
         try:
             from .engine import lint  # imported only when DEV codes are selected
             from .finding import PARSE_ERROR
+            from .project import view_for
 
-            findings = lint("".join(self.lines), self.filename, tree=self.tree)
+            project = view_for(self.filename) if self.filename not in ("stdin", "-") else None
+            findings = lint("".join(self.lines), self.filename, tree=self.tree, project=project)
         except Exception:  # noqa: BLE001 - never abort the user's flake8 run
             return
         for finding in findings:

@@ -21,7 +21,10 @@ def is_module_base(expr: cst.BaseExpression, ctx, local_modules: set[str]) -> bo
     if name.startswith("torch.nn.") or name == "torch.nn" or name in _LIGHTNING:
         return True
     last = (dotted(expr) or "").rsplit(".", 1)[-1]
-    return last in local_modules or last.endswith(("Module", "Model", "Loss"))
+    if last in local_modules or last.endswith(("Module", "Model", "Loss")):
+        return True
+    project = getattr(ctx, "project", None)  # a module class of another file (devlint.project)
+    return project is not None and project.module_class(expr, ctx.names) is not None
 
 
 def is_module_class(node: cst.ClassDef, ctx, local_modules: set[str]) -> bool:

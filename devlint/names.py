@@ -38,6 +38,8 @@ class ImportTable:
     def __init__(self) -> None:
         self.aliases: dict[str, str] = {}
         self.relative: set[str] = set()  # names bound by ``from .x import name`` (not resolved)
+        #: name -> (dots, module, imported name) of a relative import, for the project index
+        self.relative_from: dict[str, tuple[int, str, str]] = {}
 
     def add(self, node: cst.Import | cst.ImportFrom) -> None:
         """Record the names an import statement binds."""
@@ -57,6 +59,9 @@ class ImportTable:
                 bound = alias.asname.name if alias.asname is not None else alias.name
                 if isinstance(bound, cst.Name):
                     self.relative.add(bound.value)
+                    original = dotted(alias.name)
+                    if original is not None:
+                        self.relative_from[bound.value] = (len(node.relative), dotted(node.module) or "", original)
         if node.relative or isinstance(node.names, cst.ImportStar):
             return
         module = dotted(node.module)
@@ -75,6 +80,7 @@ class ImportTable:
         """A module-level ``def``/``class`` of that name shadows the import."""
         self.aliases.pop(name, None)
         self.relative.discard(name)
+        self.relative_from.pop(name, None)
 
     def resolve(self, node: cst.CSTNode | None) -> str | None:
         """Dotted name of ``node`` through the imports, e.g. ``torch.cuda.amp.GradScaler``.

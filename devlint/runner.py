@@ -158,9 +158,10 @@ def discover(
         yield from unreadable
 
 
-def check_source(data: bytes, path: str, select: Sequence[str], ignore: Sequence[str]) -> list[Finding]:
-    """Findings of one file's bytes after ``# noqa`` (flake8's semantics)."""
-    findings = lint(data, path, select, ignore)
+def check_source(data: bytes, path: str, select: Sequence[str], ignore: Sequence[str], project=None) -> list[Finding]:
+    """Findings of one file's bytes after ``# noqa`` (flake8's semantics); ``project``: the
+    file's :class:`devlint.project.index.View`, or ``None`` to lint it alone."""
+    findings = lint(data, path, select, ignore, project=project)
     if not findings:
         return findings
     try:
@@ -203,30 +204,42 @@ def read_file(path: str) -> bytes:
         os.close(fd)
 
 
-def check_file(path: str, select: Sequence[str], ignore: Sequence[str]) -> list[Finding]:
-    """Findings of one file (``-`` is standard input); an unreadable file gives one DEV000."""
+def check_file(path: str, select: Sequence[str], ignore: Sequence[str], project=None) -> list[Finding]:
+    """Findings of one file (``-`` is standard input); an unreadable file gives one DEV000.
+    ``project`` is as for :func:`check_source`."""
     try:
         data = read_file(path)
     except OSError as exc:
         return [Finding(path, 1, 0, PARSE_ERROR, f"could not read: {exc.strerror or exc}", 1, 0)]
     if path.endswith(".ipynb"):
         return notebook.check(data, path, check_source, select, ignore)
-    return check_source(data, path, select, ignore)
+    return check_source(data, path, select, ignore, project)
+
+
+def _view(path: str, cache: Cache | None):
+    """The file's view of the project (:mod:`devlint.project`), its summaries kept beside the
+    findings cache; ``None`` for standard input, a notebook, or with ``DEVLINT_NO_PROJECT``."""
+    if path == "-" or path.endswith(".ipynb"):
+        return None
+    from .project import view_for
+
+    return view_for(path, cache.folder if cache is not None else None)
 
 
 def _check_one(path: str, select: Sequence[str], ignore: Sequence[str], cache: Cache | None) -> list[Finding]:
+    view = _view(path, cache)
     if cache is None or path == "-":
-        return check_file(path, select, ignore)
+        return check_file(path, select, ignore, view)
     try:
         data = read_file(path)
     except OSError:
-        return check_file(path, select, ignore)
+        return check_file(path, select, ignore, view)
     key = cache.key(path, data)
-    findings = cache.get(key)
+    findings = cache.get(key, view.index.digest if view is not None else None)
     if findings is None:
         findings = notebook.check(data, path, check_source, select, ignore) if path.endswith(".ipynb") \
-            else check_source(data, path, select, ignore)
-        cache.put(key, findings)
+            else check_source(data, path, select, ignore, view)
+        cache.put(key, findings, view.deps if view is not None else None)
     return findings
 
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 from typing import Callable, Sequence
 
 from .. import noqa, settings as torch_settings
-from ..engine import enabled_rules, lint_parsed_by, triggered
+from ..engine import enabled_rules, lint_parsed_by, project_rules, triggered
 from ..finding import PARSE_ERROR, Finding
 from ..incremental import StatementCache
 from ..notebook import Notebook
@@ -61,6 +61,9 @@ class DocumentState:
     precheck: bool = True
     #: what a lint of a text that does not parse publishes (set by :func:`lint_text`)
     broken: list[Finding] = field(default_factory=list)
+    #: other project files the last findings read -> their content hash then
+    #: (:mod:`devlint.project`): when one changes, the document is linted again
+    deps: dict = field(default_factory=dict)
 
 
 def _clean(text: str) -> str:
@@ -105,7 +108,7 @@ def _moved(finding: Finding, shift: int) -> Finding:
 
 def lint_text(text: str, path: str | None, state: DocumentState, settings: Settings | None = None,
               log: Callable[[str], None] = logger.warning,
-              cancelled: Callable[[], bool] | None = None) -> list[Finding]:
+              cancelled: Callable[[], bool] | None = None, project=None) -> list[Finding]:
     """Findings of one editor buffer, as ``devlint check`` reports them for that file (its
     settings, ``# noqa``), re-using ``state``'s parse of unchanged statements.
 
@@ -118,7 +121,9 @@ def lint_text(text: str, path: str | None, state: DocumentState, settings: Setti
     When ``text`` does not parse: the previous good findings on unchanged lines plus one
     ``DEV000`` at the syntax error. Never raises on any text, except :class:`Cancelled` when
     ``cancelled()`` (polled before and after the parse and at every statement of the
-    traversal) turns true; ``state`` stays usable then."""
+    traversal) turns true; ``state`` stays usable then. ``project``, a
+    :class:`devlint.project.index.ProjectIndex`, lets the rules read the project files the
+    buffer imports, as ``devlint check`` does (:attr:`DocumentState.deps` then lists them)."""
     name = path or "<buffer>"
     select, ignore, dropped = ["DEV"], [], ()
     if path and settings is not None:
@@ -130,7 +135,13 @@ def lint_text(text: str, path: str | None, state: DocumentState, settings: Setti
         select, ignore = config.selection(None, (), ())
         dropped = tuple(config.ignored_codes(path))
         torch_settings.set_torch_version(config.torch_version)  # fixes and messages read it
-    rules = triggered(text, enabled_rules(select, ignore))
+    view = project.view(path) if project is not None and path else None
+    state.deps = view.deps if view is not None else {}
+    every = enabled_rules(select, ignore)
+    forced = [r for r in every if r in project_rules(view, text, every)]
+    rules = triggered(text, every)
+    if forced:
+        rules = [*forced, *(r for r in rules if r not in forced)]
     clean = _clean(text)
     if not rules:
         state.good_text, state.good_findings = clean, []
@@ -150,6 +161,8 @@ def lint_text(text: str, path: str | None, state: DocumentState, settings: Setti
                 raise Cancelled()
             rules, _ = candidates(body, rules, facts=facts)
             state.precheck = not rules  # it pays while it spares the whole traversal
+            if forced:  # the project's summaries may give them findings the pre-check cannot see
+                rules = [*forced, *(r for r in rules if r not in forced)]
             if not rules:
                 return []
         if cancelled is not None:
@@ -159,7 +172,7 @@ def lint_text(text: str, path: str | None, state: DocumentState, settings: Setti
         return rules
 
     findings, error = lint_parsed_by(clean, name, rules, state.cache.parse, narrow,
-                                     state.cache.ast_stand_in, state.positions)
+                                     state.cache.ast_stand_in, state.positions, view)
     if error is not None:  # a syntax error: DEV000, the good findings of unchanged lines kept
         kept = carried(state.good_text, state.good_findings, clean) if state.good_text is not None else []
         state.broken = sorted([*(f for f in kept if f.code != PARSE_ERROR), error])

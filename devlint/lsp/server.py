@@ -78,6 +78,7 @@ def build_server():
     def did_close(ls, params: types.DidCloseTextDocumentParams) -> None:
         if session.is_open(params.text_document.uri):
             session.forget(params.text_document.uri, [params.text_document.uri])
+        session.closed(session.path_of(params.text_document.uri))
 
     @server.feature(types.NOTEBOOK_DOCUMENT_DID_OPEN)
     def notebook_open(ls, params: types.DidOpenNotebookDocumentParams) -> None:

@@ -16,14 +16,38 @@ _CUSTOM_MOVE = frozenset({"_apply", "to", "cuda", "_load_from_state_dict"})
 
 
 class _ClassState:
-    __slots__ = ("info", "candidates", "reads", "handled", "excluded")
+    __slots__ = ("info", "candidates", "reads", "handled", "excluded", "inherited", "read_at", "assigned")
 
-    def __init__(self, info) -> None:
+    def __init__(self, info, inherited=None) -> None:
         self.info = info
         self.candidates: dict[str, cst.CSTNode] = {}
         self.reads: set[str] = set()
         self.handled: set[str] = set()
         self.excluded: set[int] = set()
+        #: (plain tensors set by, attributes read by the forward of, the project base classes
+        #: in other files, the first base's name), from :mod:`devlint.project`; or None
+        self.inherited = inherited
+        self.read_at: dict[str, cst.CSTNode] = {}  # first read in forward of an inherited tensor
+        self.assigned: set[str] = set()  # attributes this class's __init__ sets or registers
+
+
+def _inherited(ctx, node: cst.ClassDef):
+    """What the project base classes of ``node`` defined in other files set and read (see
+    :attr:`_ClassState.inherited`); ``None`` when it has none or one overrides ``_apply``/``to``."""
+    project = ctx.project
+    if project is None:
+        return None
+    tensors, reads, methods, first = set(), set(), set(), None
+    for file, name in project.base_classes(node.bases, ctx.names):
+        t, r, m, _ = project.inherited(file, name)
+        info = project._class(file, name) or {}
+        tensors |= t | set(info.get("tensors", ()))
+        reads |= r | set(info.get("reads", ()))
+        methods |= m | set(info.get("methods", ()))
+        first = first or name
+    if first is None or methods & _CUSTOM_MOVE:
+        return None
+    return tensors, reads, first
 
 
 class TensorAttributeNotBuffer(Rule):
@@ -115,7 +139,8 @@ Expected all tensors to be on the same device`. The tensor is also missing from 
 
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
         info = self.ctx.analysis(DeviceFlow).classes[-1]
-        self._classes.append(_ClassState(info) if info.is_module and not (info.methods & _CUSTOM_MOVE) else None)
+        ok = info.is_module and not (info.methods & _CUSTOM_MOVE)
+        self._classes.append(_ClassState(info, _inherited(self.ctx, node) if ok else None) if ok else None)
 
     def leave_ClassDef(self, node: cst.ClassDef) -> None:
         state = self._classes.pop()
@@ -124,6 +149,20 @@ Expected all tensors to be on the same device`. The tensor is also missing from 
         for name, where in state.candidates.items():
             if name in state.reads and name not in state.handled:
                 self.report(where)
+        if state.inherited is not None:
+            self._across_files(state)
+
+    def _across_files(self, state: _ClassState) -> None:
+        """A base class in another file: its ``forward`` reads a plain tensor this
+        ``__init__`` sets (reported on the assignment), or this ``forward`` reads a plain
+        tensor its ``__init__`` sets (reported on the read: the assignment is in that file)."""
+        tensors, reads, base = state.inherited
+        for name, where in state.candidates.items():
+            if name in reads and name not in state.reads and name not in state.handled and "forward" not in state.info.methods:
+                self.report(where)
+        for name, where in state.read_at.items():
+            if name in tensors and name not in state.assigned and name not in state.handled:
+                self.report(where, f"self.{name}: plain tensor of {base}, .to(device) skips it: make it a buffer")
 
     def visit_Assign(self, node: cst.Assign) -> None:
         flow = self.ctx.analysis(DeviceFlow)
@@ -133,6 +172,7 @@ Expected all tensors to be on the same device`. The tensor is also missing from 
             for target in node.targets:
                 t = target.target
                 if t.__class__ is cst.Attribute and flow.is_self(t.value):
+                    state.assigned.add(t.attr.value)
                     if v is not None and v.kind == CPU and not v.explicit and not v.module:
                         state.candidates[t.attr.value] = node
                     else:
@@ -155,6 +195,7 @@ Expected all tensors to be on the same device`. The tensor is also missing from 
         if state is not None and func.attr.value in ("register_buffer", "register_parameter") and flow.is_self(func.value):
             if node.args and node.args[0].value.__class__ is cst.SimpleString:
                 state.candidates.pop(node.args[0].value.evaluated_value, None)
+                state.assigned.add(node.args[0].value.evaluated_value)
             return
         state = self._state("forward")
         if state is not None and func.value.__class__ is cst.Attribute and flow.is_self(func.value.value):
@@ -173,5 +214,7 @@ Expected all tensors to be on the same device`. The tensor is also missing from 
             state.excluded.add(id(inner))
         if flow.is_self(inner) and id(node) not in state.excluded and node.attr.value in state.candidates:
             state.reads.add(node.attr.value)
+        if state.inherited is not None and flow.is_self(inner) and id(node) not in state.excluded:
+            state.read_at.setdefault(node.attr.value, node)
 
 

@@ -1,0 +1,346 @@
+"""The project index: summaries of the project's files, kept by content hash, and the view
+one linted file has of them through its imports.
+
+:class:`ProjectIndex` is one per process (the CLI's workers, flake8's, the language server):
+it reads a file the first time a linted file imports something from it, and keeps its
+:func:`devlint.project.summary.summarize` result in memory and under
+``.devlint_cache/project/`` by the SHA-256 of its bytes (a changed file is summarised again,
+an unchanged one never twice). The language server hands it the text of open buffers
+(:meth:`ProjectIndex.overlay`), which win over the disk.
+
+:class:`View` answers the rules' questions for one linted file ("what does this call
+return?", "is this base class a module, and what do its ``__init__`` and ``forward`` do?")
+and records every file it consulted with its hash (:attr:`View.deps`): the file's findings
+depend on them, so the findings cache and the server re-lint when one changes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import tempfile
+from pathlib import Path
+
+from ..names import dotted
+from . import resolve
+from .summary import summarize
+
+#: Bumped when the summary's shape or meaning changes (old cached summaries are ignored).
+SUMMARY_FORMAT = 1
+#: Set ``DEVLINT_NO_PROJECT=1`` to lint every file alone (to measure the index's cost).
+ENABLED = not os.environ.get("DEVLINT_NO_PROJECT")
+_EMPTY = {"imports": {}, "functions": {}, "classes": {}}
+_IMPORT = re.compile(r"^[ \t]*import[ \t]+([\w. \t,]+)", re.M)
+_FROM = re.compile(r"^[ \t]*from[ \t]+(\.*)([\w.]*)[ \t]+import[ \t]+(\([^)]*\)|[^\n#;]*)", re.M)
+#: Rules that consult the index, and what in an imported file makes them worth running.
+FUNCTION_RULES = ("DEV111",)
+CLASS_RULES = ("DEV113", "DEV114")
+
+
+class ProjectIndex:
+    """Summaries of project files (see the module docstring). ``cache_folder``: where to
+    keep summaries on disk (``None``: memory only)."""
+
+    def __init__(self, cache_folder: str | Path | None = None) -> None:
+        self.folder = Path(cache_folder) / "project" if cache_folder is not None else None
+        self._by_stat: dict[str, tuple[tuple, str, dict]] = {}
+        self._by_hash: dict[str, dict] = {}
+        self._overlays: dict[str, tuple[str, dict]] = {}
+
+    def overlay(self, path: str, text: str | None) -> None:
+        """Use ``text`` for ``path`` instead of the disk (an open editor buffer); ``None``
+        drops it."""
+        path = os.path.abspath(path)
+        if text is None:
+            self._overlays.pop(path, None)
+            return
+        digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+        self._overlays[path] = (digest, self._summary_of(digest, lambda: text))
+
+    def digest(self, path: str) -> str:
+        """The content hash of ``path`` as the index reads it now (``""``: unreadable)."""
+        found = self._overlays.get(path)
+        if found is not None:
+            return found[0]
+        return self._read(path)[0]
+
+    def summary(self, path: str) -> tuple[str, dict]:
+        """(content hash, summary) of a project file."""
+        found = self._overlays.get(path)
+        if found is not None:
+            return found
+        return self._read(path)
+
+    def _read(self, path: str) -> tuple[str, dict]:
+        try:
+            st = os.stat(path)
+        except OSError:
+            return "", _EMPTY
+        stamp = (st.st_mtime_ns, st.st_size)
+        kept = self._by_stat.get(path)
+        if kept is not None and kept[0] == stamp:
+            return kept[1], kept[2]
+        try:
+            with open(path, "rb") as handle:
+                data = handle.read()
+        except OSError:
+            return "", _EMPTY
+        digest = hashlib.sha256(data).hexdigest()
+        summary = self._summary_of(digest, lambda: data.decode("utf-8", "replace"))
+        self._by_stat[path] = (stamp, digest, summary)
+        return digest, summary
+
+    def _summary_of(self, digest: str, text) -> dict:
+        summary = self._by_hash.get(digest)
+        if summary is not None:
+            return summary
+        entry = self.folder / digest[:2] / digest if self.folder is not None else None
+        if entry is not None:
+            try:
+                stored = json.loads(entry.read_text(encoding="utf-8"))
+                if isinstance(stored, dict) and stored.get("format") == SUMMARY_FORMAT and isinstance(stored.get("summary"), dict):
+                    summary = stored["summary"]
+            except (OSError, ValueError, RecursionError):
+                summary = None
+        if summary is None:
+            summary = summarize(text())
+            if entry is not None:
+                _write(entry, {"format": SUMMARY_FORMAT, "summary": summary})
+        self._by_hash[digest] = summary
+        return summary
+
+    def view(self, path: str) -> "View | None":
+        """The view of the file at ``path`` (``None`` for standard input and the like)."""
+        if not path or path.startswith("<") or path == "-":
+            return None
+        path = os.path.abspath(path)
+        folder = os.path.dirname(path)
+        return View(self, path, folder, resolve.project_root(folder))
+
+
+def _write(entry: Path, payload: dict) -> None:
+    try:
+        entry.parent.mkdir(parents=True, exist_ok=True)
+        fd, temporary = tempfile.mkstemp(dir=entry.parent, prefix=".tmp-")
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            json.dump(payload, out)
+        os.replace(temporary, entry)
+    except OSError:
+        pass
+
+
+class View:
+    """One linted file's view of the project through its imports (see the module docstring)."""
+
+    def __init__(self, index: ProjectIndex, path: str, folder: str, root: str) -> None:
+        self.index, self.path, self.folder, self.root = index, path, folder, root
+        #: project files consulted -> their content hash when consulted
+        self.deps: dict[str, str] = {}
+
+    def _summary(self, path: str) -> dict:
+        digest, summary = self.index.summary(path)
+        if path != self.path:
+            self.deps[path] = digest
+        return summary
+
+    # ---- imports ----------------------------------------------------------------------------
+    def _module(self, folder: str, level: int, module: str) -> str | None:
+        found = resolve.module_file(folder, self.root, level, module)
+        return None if found == self.path else found
+
+    def _symbol(self, file: str, name: str, depth: int = 0) -> tuple[str, str] | None:
+        """(file, name) where ``name`` of ``file`` is defined, following a package's
+        re-export (``from .helpers import move`` in ``__init__.py``) a few times."""
+        summary = self._summary(file)
+        if name in summary["functions"] or name in summary["classes"]:
+            return file, name
+        imported = summary["imports"].get(name)
+        if imported is None or depth > 3 or imported[2] is None:
+            return None
+        level, module, original = imported
+        target = self._module(os.path.dirname(file), level, module)
+        return self._symbol(target, original, depth + 1) if target is not None else None
+
+    def _target(self, level: int, module: str, name: str | None, rest: list[str]) -> tuple[str, str] | None:
+        """The project definition that ``<import>.<rest>`` names."""
+        if name is not None:  # from <module> import name
+            if not rest:
+                file = self._module(self.folder, level, module)
+                return self._symbol(file, name) if file is not None else None
+            module = f"{module}.{name}" if module else name  # from pkg import mod; mod.f
+        if len(rest) != 1:
+            if len(rest) > 1:
+                return self._target(level, f"{module}.{'.'.join(rest[:-1])}", None, rest[-1:])
+            return None
+        file = self._module(self.folder, level, module)
+        return self._symbol(file, rest[0]) if file is not None else None
+
+    def definition(self, expr, names) -> tuple[str, str] | None:
+        """(file, name) of the project function or class that a libcst Name/Attribute
+        ``expr`` names through the file's imports (``names``: its
+        :class:`devlint.names.ImportTable`), or ``None``."""
+        text = dotted(expr)
+        if text is None:
+            return None
+        head, *rest = text.split(".")
+        relative = names.relative_from.get(head)
+        if relative is not None:
+            return self._target(relative[0], relative[1], relative[2], rest)
+        full = names.aliases.get(head)
+        if full is None or full.split(".", 1)[0] == "torch":
+            return None
+        *module, last = full.split(".") if "." in full else (full,)
+        if not module:  # import utils; utils.f
+            return self._target(0, full, None, rest)
+        # from a.b import c (c a function, a class or a submodule) or import a.b as m
+        found = self._target(0, ".".join(module), last, rest)
+        return found if found is not None or not rest else self._target(0, full, None, rest)
+
+    # ---- what the rules ask ---------------------------------------------------------------
+    def function_kind(self, expr, names) -> str | None:
+        """``"moves"``, ``"loader"``, ``"loaders"``, ``"cpu"``, ``"cpub"`` (see
+        :mod:`devlint.project.summary`) for a call of a project function, else ``None``."""
+        found = self.definition(expr, names)
+        if found is None:
+            return None
+        return self._summary(found[0])["functions"].get(found[1])
+
+    def call_kind(self, func, names) -> str | None:
+        """What calling ``func`` gives: a :meth:`function_kind`, ``"module"`` for a project
+        ``nn.Module`` class (a model built, not moved), else ``None``."""
+        found = self.definition(func, names)
+        if found is None:
+            return None
+        kind = self._summary(found[0])["functions"].get(found[1])
+        if kind is None and self._is_module(*found, set()):
+            return "module"
+        return kind
+
+    def module_class(self, expr, names) -> tuple[str, str] | None:
+        """(file, name) of the project ``nn.Module`` subclass ``expr`` names, else ``None``."""
+        found = self.definition(expr, names)
+        return found if found is not None and self._is_module(*found, set()) else None
+
+    def _class(self, file: str, name: str) -> dict | None:
+        return self._summary(file)["classes"].get(name)
+
+    def _bases(self, file: str, name: str) -> list[tuple[str, str]]:
+        """(file, name) of each base class of a project class that is itself a project class."""
+        info = self._class(file, name)
+        if info is None:
+            return []
+        summary = self._summary(file)
+        found = []
+        for base in info["bases"]:
+            head, *rest = base.split(".")
+            if not rest and head in summary["classes"] and head != name:
+                found.append((file, head))
+                continue
+            imported = summary["imports"].get(head)
+            if imported is None:
+                continue
+            level, module, original = imported
+            if original is not None and not rest:
+                target = self._module(os.path.dirname(file), level, module)
+                symbol = self._symbol(target, original) if target is not None else None
+            elif len(rest) == 1:
+                module = module if original is None else f"{module}.{original}"
+                target = self._module(os.path.dirname(file), level, module)
+                symbol = self._symbol(target, rest[0]) if target is not None else None
+            else:
+                symbol = None
+            if symbol is not None:
+                found.append(symbol)
+        return found
+
+    def _is_module(self, file: str, name: str, seen: set) -> bool:
+        if (file, name) in seen or len(seen) > 20:
+            return False
+        seen.add((file, name))
+        info = self._class(file, name)
+        if info is None:
+            return False
+        return info["torch"] or any(self._is_module(f, n, seen) for f, n in self._bases(file, name))
+
+    def inherited(self, file: str, name: str) -> tuple[set[str], set[str], set[str], str | None]:
+        """(plain tensor attributes set in an ancestor's ``__init__``, attributes an ancestor's
+        ``forward`` reads, methods of the ancestors, the first ancestor's name) of a project
+        class, its own ones left out."""
+        tensors, reads, methods = set(), set(), set()
+        first = None
+        stack, seen = list(self._bases(file, name)), {(file, name)}
+        while stack and len(seen) < 20:
+            key = stack.pop(0)
+            if key in seen:
+                continue
+            seen.add(key)
+            info = self._class(*key)
+            if info is None:
+                continue
+            first = first or key[1]
+            tensors.update(info["tensors"])
+            reads.update(info["reads"])
+            methods.update(info["methods"])
+            stack.extend(self._bases(*key))
+        return tensors, reads, methods, first
+
+    def base_classes(self, bases, names) -> list[tuple[str, str]]:
+        """(file, name) of each project ``nn.Module`` class among a libcst class's ``bases``."""
+        found = []
+        for base in bases:
+            target = self.module_class(base.value, names)
+            if target is not None:
+                found.append(target)
+        return found
+
+    # ---- which rules an import makes worth running ---------------------------------------
+    def forced_rules(self, text: str) -> set[str]:
+        """Codes of the rules that this file's imports of the project make worth running
+        though the text pre-screen or the pre-check would skip them: DEV111 when it imports a
+        project function with a summary (or a module holding one), DEV113/DEV114 when it
+        imports a project ``nn.Module`` class (or a module holding one)."""
+        codes: set[str] = set()
+        for level, module, names in _imports(text):
+            if level == 0 and module.split(".", 1)[0] in resolve._SKIPPED:
+                continue
+            for name in names:
+                file = self._module(self.folder, level, module) if name is None else None
+                symbol = None
+                if name is not None:
+                    sub = self._module(self.folder, level, f"{module}.{name}" if module else name)
+                    if sub is not None:
+                        file = sub
+                    else:
+                        base = self._module(self.folder, level, module)
+                        symbol = self._symbol(base, name) if base is not None else None
+                if file is not None:
+                    summary = self._summary(file)
+                    if summary["functions"]:
+                        codes.update(FUNCTION_RULES)
+                    if any(self._is_module(file, c, set()) for c in summary["classes"]):
+                        codes.update(CLASS_RULES)
+                elif symbol is not None:
+                    if self._summary(symbol[0])["functions"].get(symbol[1]):
+                        codes.update(FUNCTION_RULES)
+                    elif self._is_module(*symbol, set()):
+                        codes.update(CLASS_RULES)
+                        codes.update(FUNCTION_RULES)  # model = Net().to(device): a known module
+        return codes
+
+
+def _imports(text: str):
+    """(level, module, [imported names, or ``None`` for ``import module``]) of each import
+    line of ``text``, found by a regular expression (no parse: this runs on every file)."""
+    if "import" not in text:
+        return
+    for match in _IMPORT.finditer(text):
+        for part in match.group(1).split(","):
+            words = part.split()
+            if words:
+                yield 0, words[0], [None]
+    for match in _FROM.finditer(text):
+        body = match.group(3).strip().strip("()")
+        names = [p.split()[0] for p in body.replace("\\\n", " ").replace("\n", ",").split(",") if p.split() and not p.strip().startswith("#")]
+        yield len(match.group(1)), match.group(2), [n for n in names if n != "*"]
