@@ -223,12 +223,13 @@ class View:
         found = self.definition(expr, names)
         return found if found is not None and self._is_module(*found, set()) else None
 
-    def _class(self, file: str, name: str) -> dict | None:
+    def class_info(self, file: str, name: str) -> dict | None:
+        """The summary of class ``name`` of ``file`` (see :mod:`devlint.project.summary`)."""
         return self._summary(file)["classes"].get(name)
 
     def _bases(self, file: str, name: str) -> list[tuple[str, str]]:
         """(file, name) of each base class of a project class that is itself a project class."""
-        info = self._class(file, name)
+        info = self.class_info(file, name)
         if info is None:
             return []
         summary = self._summary(file)
@@ -259,7 +260,7 @@ class View:
         if (file, name) in seen or len(seen) > 20:
             return False
         seen.add((file, name))
-        info = self._class(file, name)
+        info = self.class_info(file, name)
         if info is None:
             return False
         return info["torch"] or any(self._is_module(f, n, seen) for f, n in self._bases(file, name))
@@ -276,7 +277,7 @@ class View:
             if key in seen:
                 continue
             seen.add(key)
-            info = self._class(*key)
+            info = self.class_info(*key)
             if info is None:
                 continue
             first = first or key[1]
@@ -326,7 +327,6 @@ class View:
                         codes.update(FUNCTION_RULES)
                     elif self._is_module(*symbol, set()):
                         codes.update(CLASS_RULES)
-                        codes.update(FUNCTION_RULES)  # model = Net().to(device): a known module
         return codes
 
 

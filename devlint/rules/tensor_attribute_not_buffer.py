@@ -40,7 +40,7 @@ def _inherited(ctx, node: cst.ClassDef):
     tensors, reads, methods, first = set(), set(), set(), None
     for file, name in project.base_classes(node.bases, ctx.names):
         t, r, m, _ = project.inherited(file, name)
-        info = project._class(file, name) or {}
+        info = project.class_info(file, name) or {}
         tensors |= t | set(info.get("tensors", ()))
         reads |= r | set(info.get("reads", ()))
         methods |= m | set(info.get("methods", ()))
@@ -65,7 +65,12 @@ factory call, `torch.tensor([...])`, `torch.from_numpy(...)` or the result of a 
 same module whose every `return` is such a tensor, when `forward` reads `self.name`.
 `nn.Parameter(...)`, `self.register_buffer(...)`, non-tensor attributes, tensors used only in
 `__init__`, reads in `forward` that only ask for the shape or move the tensor
-(`self.name.to(x.device)`), and classes that override `_apply`/`to` are left alone."""
+(`self.name.to(x.device)`), and classes that override `_apply`/`to` are left alone.
+
+Across files (through the project index): a subclass of a module class of another file of the
+project is a module too; its `__init__` is flagged when it sets a plain tensor that the base
+class's `forward` reads, and its `forward` is flagged where it reads a plain tensor that the
+base class's `__init__` sets (the assignment is in the other file)."""
     why_bad = """
 `module.to(device)` moves parameters and registered buffers, not plain attributes: after
 `model.to("cuda")` the attribute is still on the CPU and `forward` raises `RuntimeError:
