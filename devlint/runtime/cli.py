@@ -1,34 +1,30 @@
 """``devlint runtime``: the command-line front end of the runtime checker.
 
 This module imports torch only inside :func:`run`, so the top-level ``devlint`` CLI can call
-:func:`add_arguments` without torch installed.
+:func:`add_arguments` without torch installed. TARGET loading is :mod:`devlint.runtime.target`.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-import importlib
-import importlib.util
-import os
 import sys
 import warnings
+
+from .target import TargetError, load_target, one_line
 
 __all__ = ["add_arguments", "run", "load_target", "TargetError"]
 
 _PROG = "devlint runtime"
 
 
-class TargetError(Exception):
-    """The TARGET could not be loaded; the message is one line, ready for the user."""
-
-
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the ``devlint runtime`` arguments to ``parser`` (works without torch)."""
     parser.add_argument(
         "target", nargs="?", metavar="TARGET",
-        help="path/file.py:NAME or package.module:NAME, NAME a function returning a TrainingStep; "
-             "default: the built-in reference step (TinyClassifier)")
+        help="path/file.py:NAME or package.module:NAME, NAME a function returning a TrainingStep "
+             "(the project root and its src/ are put on sys.path, as pytest does); default: the "
+             "built-in reference step (TinyClassifier)")
     parser.add_argument(
         "--device", action="append", choices=["cpu", "cuda", "mps"], dest="device",
         help="device to check (repeatable); default cpu, cuda and mps, absent ones listed as "
@@ -78,92 +74,6 @@ def _world_size(text: str) -> int:
     return n
 
 
-def load_target(target: str, seed: int = 0, keep_path: list | None = None):
-    """Load ``path/file.py:NAME`` or ``package.module:NAME`` and call NAME() for a TrainingStep.
-
-    ``torch.manual_seed(seed)`` is set before NAME() is called, so random weights and data are
-    reproducible. Returns ``(step, warnings)``, the warnings raised while loading. The target's
-    folder (or the working directory, for a module target) is on ``sys.path`` while NAME()
-    runs, so lazy imports of sibling modules work; pass a list as ``keep_path`` to keep it
-    there afterwards (the folder is appended to the list; the caller removes it).
-
-    Raises:
-        TargetError: the target is malformed, missing, fails to import, or NAME() fails or
-            returns something other than a TrainingStep.
-    """
-    source, sep, name = target.rpartition(":")
-    if not sep or not source or not name.isidentifier():
-        raise TargetError(f"target {target!r} is not path/file.py:NAME or package.module:NAME")
-    is_file = source.endswith(".py") or os.sep in source or "/" in source
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always", DeprecationWarning)
-        warnings.simplefilter("always", FutureWarning)
-        if is_file:
-            path = os.path.abspath(source)
-            if not os.path.isfile(path):
-                raise TargetError(f"file {source} not found")
-            mod_name = "_devlint_target_" + os.path.splitext(os.path.basename(path))[0]
-            spec = importlib.util.spec_from_file_location(mod_name, path)
-            module = importlib.util.module_from_spec(spec)
-            folder = os.path.dirname(path)
-        else:
-            folder = os.getcwd()
-        sys.path.insert(0, folder)
-        try:
-            return _load(source, name, target, module if is_file else None,
-                         mod_name if is_file else None, spec if is_file else None, seed, caught)
-        finally:
-            if keep_path is not None:
-                keep_path.append(folder)
-            else:
-                sys.path.remove(folder)
-
-
-def _load(source, name, target, module, mod_name, spec, seed, caught):
-    """Import the target (a file when ``module`` is given) and call NAME(); see load_target."""
-    import torch
-
-    from .step import TrainingStep
-
-    if module is not None:
-        try:
-            sys.modules[mod_name] = module
-            spec.loader.exec_module(module)
-        except BaseException as exc:  # noqa: BLE001 - any failure becomes one line
-            sys.modules.pop(mod_name, None)
-            raise TargetError(f"cannot import {source}: {_one_line(exc)}") from None
-    else:
-        try:
-            module = importlib.import_module(source)
-        except BaseException as exc:  # noqa: BLE001
-            raise TargetError(f"cannot import {source}: {_one_line(exc)}") from None
-    factory = getattr(module, name, None)
-    if factory is None:
-        raise TargetError(f"{source} has no {name}")
-    if isinstance(factory, TrainingStep):
-        step = factory
-    elif not callable(factory):
-        raise TargetError(f"{source}:{name} is a {type(factory).__name__}, not a function "
-                          "returning a TrainingStep")
-    else:
-        torch.manual_seed(seed)
-        try:
-            step = factory()
-        except BaseException as exc:  # noqa: BLE001
-            raise TargetError(f"{source}:{name}() raised {_one_line(exc)}") from None
-    if not isinstance(step, TrainingStep):
-        raise TargetError(f"{source}:{name}() returned {type(step).__name__}, not a TrainingStep")
-    model_class = type(step.model).__name__
-    if step.name == model_class:
-        step.name = f"{target} ({model_class})"
-    return step, caught
-
-
-def _one_line(exc: BaseException) -> str:
-    text = (str(exc).strip().splitlines() or [""])[0]
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-
-
 def run(args: argparse.Namespace) -> int:
     """Run ``devlint runtime`` with parsed ``args``; print the report; return the exit code.
 
@@ -210,8 +120,9 @@ def run(args: argparse.Namespace) -> int:
     quiet = contextlib.redirect_stdout(sys.stderr) if args.format != "text" else contextlib.nullcontext()
     try:
         with quiet:
+            added: list = []
             if args.target:
-                step, loaded = load_target(args.target, args.seed, keep_path=paths)
+                step, loaded, added = load_target(args.target, args.seed, keep_path=paths)
             else:
                 step, loaded = reference_step(args.seed), []
             report = _check(step, args.device, getattr(args, "mode", None), tolerances, args.seed,
@@ -222,12 +133,15 @@ def run(args: argparse.Namespace) -> int:
         print(f"{_PROG}: {exc}", file=sys.stderr)
         return 2
     except (TypeError, ValueError) as exc:
-        print(f"{_PROG}: cannot check the step: {_one_line(exc)}", file=sys.stderr)
+        print(f"{_PROG}: cannot check the step: {one_line(exc)}", file=sys.stderr)
         return 2
     finally:
         for folder in paths:
             if folder in sys.path:
                 sys.path.remove(folder)
+    if added:
+        shown = [_shown(p) for p in added]
+        report.notes.append("sys.path: added " + ", ".join(shown) + " to import the target")
     if args.format == "markdown":
         from .report_markdown import render
 
@@ -246,6 +160,14 @@ def run(args: argparse.Namespace) -> int:
         print(f"{_PROG}: the step called sys.exit(); see the report", file=sys.stderr)
         return 2
     return 0 if report.ok else 1
+
+
+def _shown(path: str) -> str:
+    """``path`` relative to the working directory when it is inside it."""
+    import os
+
+    rel = os.path.relpath(path)
+    return path if rel.startswith("..") else ("." if rel == "." else rel)
 
 
 def main(argv: list[str] | None = None) -> int:

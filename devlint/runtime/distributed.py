@@ -169,7 +169,7 @@ class _Source:
 
     def build(self, seed: int) -> TrainingStep:
         if self.target is not None:
-            from .cli import load_target
+            from .target import load_target
 
             return load_target(self.target, seed)[0]
         if self.factory is not None:
@@ -835,7 +835,7 @@ def _source_of(step, seed: int) -> tuple[_Source, TrainingStep]:
     if isinstance(step, TrainingStep):
         return _Source(step=step), step
     if isinstance(step, str):
-        from .cli import load_target
+        from .target import load_target
 
         return _Source(target=step), load_target(step, seed)[0]
     if callable(step):

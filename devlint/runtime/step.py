@@ -137,6 +137,23 @@ class TrainingStep:
     clip_grad_norm: float | None = None
     scheduler: Callable[[torch.optim.Optimizer], Any] | None = None
 
+    @classmethod
+    def from_lightning(cls, module: torch.nn.Module, batch: Any, **options) -> "TrainingStep":
+        """The step a ``LightningModule`` defines (its ``training_step`` and
+        ``configure_optimizers``); see :func:`devlint.runtime.frameworks.lightning_step`."""
+        from . import frameworks
+
+        return cls(**frameworks.lightning_step(module, batch, **options))
+
+    @classmethod
+    def from_hf_trainer(cls, trainer: Any, inputs: Any, **options) -> "TrainingStep":
+        """The step a Hugging Face ``transformers.Trainer`` runs (its ``compute_loss``,
+        ``create_optimizer`` and ``max_grad_norm``); see
+        :func:`devlint.runtime.frameworks.hf_trainer_step`."""
+        from . import frameworks
+
+        return cls(**frameworks.hf_trainer_step(trainer, inputs, **options))
+
     def __post_init__(self) -> None:
         if not isinstance(self.model, torch.nn.Module):
             raise TypeError(
