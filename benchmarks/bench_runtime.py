@@ -6,7 +6,9 @@
     python benchmarks/bench_runtime.py --size medium --output benchmarks/runtime_results.md
     python benchmarks/bench_runtime.py --cpu-kernels native   # PyTorch's own CPU bf16/fp16 kernels
 
-For every correct zoo model, in a fresh subprocess: build the step (``torch.manual_seed(0)``),
+For every correct zoo model and the convolution/BatchNorm/squeeze-excite models of
+``fixtures/runtime/zoo_policy.py`` (``COST``: EfficientNet-like, hundreds of small ops), in a
+fresh subprocess: build the step (``torch.manual_seed(0)``),
 time one plain float32 training step (deep copy excluded: forward, backward,
 ``optimizer.step``; one warm-up, then the median of 3), then ``check_step(step,
 devices=["cpu"])``; this pair is repeated ``--repeats`` times, interleaved, so both see the
@@ -50,6 +52,7 @@ warnings.filterwarnings("ignore")
 sys.path.insert(0, sys.argv[1])
 import torch
 import zoo
+import zoo_policy
 from devlint.runtime import check_step
 from devlint.runtime.step import Parameters
 name, size, repeats, threads, kernels = sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]), sys.argv[6]
@@ -58,11 +61,11 @@ if threads:
     torch.set_num_threads(threads)
 if warm:  # the process's one-time costs first: a check of the CI-sized model
     torch.manual_seed(0)
-    check_step(getattr(zoo, name)(), devices=["cpu"], cpu_kernels=kernels)
+    check_step((getattr(zoo, name, None) or getattr(zoo_policy, name))(), devices=["cpu"], cpu_kernels=kernels)
 if size == "medium":
     zoo.WIDTH, zoo.SEQ, zoo.BATCH = 8, 128, 8
 torch.manual_seed(0)
-step = getattr(zoo, name)()
+step = (getattr(zoo, name, None) or getattr(zoo_policy, name))()
 
 def timed(fn):
     w, c = time.perf_counter(), time.process_time()
@@ -138,10 +141,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     sys.path.insert(0, os.path.join(ROOT, "fixtures", "runtime"))
     import zoo
+    import zoo_policy
 
     import torch
 
-    names = args.models or [f.__name__ for f in zoo.CORRECT]
+    names = args.models or [f.__name__ for f in [*zoo.CORRECT, *zoo_policy.COST]]
     load0 = _load()
     when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     head = (f"size {args.size}, cpu_kernels {args.cpu_kernels}, {os.cpu_count()} CPUs, threads "

@@ -65,8 +65,9 @@ def test_planted_bug_is_caught_and_named(factory, kernels):
 @pytest.mark.parametrize("kernels", KERNELS)
 def test_unstable_module_is_named_and_bfloat16_is_not_called_clean(kernels):
     r = _report(zoo.gpt_bf16_unstable, kernels)
-    (mm,) = [f for f in r.findings if f.kind == "mismatch"]
-    assert mm.mode == "bfloat16" and "NaiveNorm" in mm.message
+    # under CUDA's autocast rules rsqrt runs in float32, so float16 mismatches (named) too
+    (mm,) = [f for f in r.findings if f.kind == "mismatch" and f.mode == "bfloat16"]
+    assert "NaiveNorm" in mm.message
     assert mm.details["floor"] < 0.05 < mm.details["grad_err"]
     assert all("bfloat16 runs clean" not in f.message for f in r.findings)
 

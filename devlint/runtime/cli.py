@@ -55,6 +55,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
              "on CPUs without bf16/fp16 units); native runs PyTorch's cpu kernels; auto "
              "(default): emulated when the largest parameter has 65536 elements or more")
     parser.add_argument(
+        "--autocast-policy", choices=["cuda", "cpu"], default="cuda",
+        help="whose autocast casting rules the cpu bfloat16/float16 runs follow: cuda (default: "
+             "each op cast as torch.autocast('cuda') casts it, so the cpu speaks for a GPU) or "
+             "cpu (PyTorch's cpu autocast, for training with cpu autocast)")
+    parser.add_argument(
         "--threads", type=int, default=None, metavar="N",
         help="torch.set_num_threads(N) before the check (default: torch's, one per core); 1 is "
              "often faster and steadier on a small or shared machine")
@@ -128,7 +133,8 @@ def run(args: argparse.Namespace) -> int:
             report = _check(step, args.device, getattr(args, "mode", None), tolerances, args.seed,
                             extra_warnings=loaded,
                             world_size=getattr(args, "world_size", None), target=args.target,
-                            cpu_kernels=getattr(args, "cpu_kernels", None) or "auto")
+                            cpu_kernels=getattr(args, "cpu_kernels", None) or "auto",
+                            policy=getattr(args, "autocast_policy", None) or "cuda")
     except TargetError as exc:
         print(f"{_PROG}: {exc}", file=sys.stderr)
         return 2

@@ -43,6 +43,10 @@ class Run:
         modules: judged low-precision and float32 runs: one dict per module with its own
             gradient error, floor, limit and float16 underflow share
             (:func:`devlint.runtime.by_module.module_rows`); None otherwise.
+        policy: low-precision runs only: whose autocast casting rules the run followed:
+            ``"cuda"`` (on the CPU: CUDA autocast's rules emulated,
+            :mod:`devlint.runtime.autocast_policy`; on a GPU: the real thing), ``"cpu"``
+            (PyTorch's CPU autocast) or ``"mps"``; else None.
     """
 
     device: str
@@ -60,6 +64,7 @@ class Run:
     excluded: int | None = None
     kernels: str | None = None
     modules: list[dict] | None = None
+    policy: str | None = None
 
     @property
     def ran(self) -> bool:
@@ -108,6 +113,20 @@ _KERNELS = {
     "native": "PyTorch's own cpu low-precision kernels (--cpu-kernels emulated computes matmuls "
               "and convolutions in float32 instead, as a GPU's tensor cores do)",
 }
+_POLICIES = {
+    "cuda": "cpu bfloat16/float16 runs cast op by op as CUDA autocast does (the GPU's rules; "
+            "--autocast-policy cpu follows CPU autocast's own)",
+    "cpu": "cpu bfloat16/float16 runs cast op by op as CPU autocast does (--autocast-policy cuda "
+           "follows a CUDA GPU's rules)",
+}
+
+
+def _rules(r: "Run") -> str:
+    """The autocast rules and kernels of a row: ``"cuda/emulated"`` (CUDA's rules on the CPU,
+    emulated GEMMs), ``"cpu/native"``, ``"cuda"`` (a real GPU) ...; ``"-"`` for float32."""
+    if r.policy is None:
+        return "-"
+    return f"{r.policy}/{r.kernels}" if r.kernels else r.policy
 
 
 def _num(x: float | None, fmt: str = ".1e") -> str:
@@ -138,6 +157,8 @@ class Report:
         cpu_kernels: how the CPU low-precision runs computed GEMMs and convolutions,
             ``"emulated"`` or ``"native"`` (``"auto"`` resolved, see
             :func:`devlint.runtime.check_step`).
+        autocast_policy: whose autocast rules the CPU low-precision runs followed, ``"cuda"``
+            or ``"cpu"`` (see :func:`devlint.runtime.check_step`).
     """
 
     step: str
@@ -147,6 +168,7 @@ class Report:
     findings: list[Finding] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     cpu_kernels: str = "emulated"
+    autocast_policy: str = "cuda"
 
     @property
     def ok(self) -> bool:
@@ -178,6 +200,7 @@ class Report:
             "seed": self.seed,
             "torch_version": self.torch_version,
             "cpu_kernels": self.cpu_kernels,
+            "autocast_policy": self.autocast_policy,
             "ok": self.ok,
             "runs": [asdict(r) for r in self.runs],
             "findings": [asdict(f) for f in self.findings],
@@ -195,7 +218,7 @@ class Report:
             raise AssertionError("\n" + str(self))
 
     def __str__(self) -> str:
-        header = ["device", "mode", "loss", "loss err", "grad err", "floor", "update err",
+        header = ["device", "mode", "autocast", "loss", "loss err", "grad err", "floor", "update err",
                   "skipped steps", "status"]
         rows = []
         for r in self.runs:
@@ -207,7 +230,7 @@ class Report:
             if r.status in ("skipped", "unsupported", "not compared") and r.error:
                 status = f"{r.status}: {r.error}"
             rows.append([
-                r.device, r.mode,
+                r.device, r.mode, _rules(r),
                 "-" if r.loss is None else ("inf/nan" if not math.isfinite(r.loss) else f"{r.loss:.6g}"),
                 "ref" if ref else _num(r.loss_err),
                 "ref" if ref else _num(r.grad_err),
@@ -239,6 +262,9 @@ class Report:
         kernels = sorted({r.kernels for r in self.runs if r.kernels and r.status not in ("skipped",)})
         for k in kernels:
             out.append(f"  cpu bfloat16/float16 runs: {_KERNELS[k]}")
+        policies = sorted({r.policy for r in self.runs if r.device == "cpu" and r.policy in _POLICIES})
+        for p in policies:
+            out.append(f"  {_POLICIES[p]}")
         if self.notes:
             out += ["", "notes:"]
             out += [f"  {n}" for n in self.notes]

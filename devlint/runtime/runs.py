@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from . import by_module, emulate, probes, standin
+from . import autocast_policy, by_module, emulate, probes, standin
 from .compare import (Delta, Errors, Rounding, Tolerances, Verdict, judge, measure, needs_floor,
                       resolve_tolerances, round_range, round_trip)
 from .report import Finding, Report, Run
@@ -84,6 +84,7 @@ class _Raw:
     module: str | None = None
     rng_used: bool = False
     kernels: str | None = None  # CPU low-precision runs: "emulated" or "native"
+    policy: str | None = None  # low-precision runs: whose autocast rules ("cuda", "cpu", "mps")
     mixes: list = field(default_factory=list)
     unmoved: dict = field(default_factory=dict)
     norms: dict = field(default_factory=dict)  # references: squared norms, filled by measure
@@ -247,6 +248,8 @@ def _run(step: TrainingStep, device: str, mode: str, seed: int, *, keep: bool = 
     raw = _Raw(device, mode)
     if device == "cpu" and mode != "float32" and not round_to:
         raw.kernels = kernels
+    if mode != "float32" and not round_to:
+        raw.policy = autocast_policy.current() if device == "cpu" else device
     emu = contextlib.ExitStack()
     model = None
     phase = "copying the model"
@@ -811,9 +814,11 @@ def _judge_run(step, raw: _Raw, ref: _Raw, tol: Tolerances, seed: int, cross_dev
 
 
 def _check(step, devices, modes, tolerances, seed, extra_warnings=(), world_size=None,
-           target=None, cpu_kernels: str = "auto") -> Report:
+           target=None, cpu_kernels: str = "auto", policy: str = "cuda") -> Report:
     if not isinstance(step, TrainingStep):
         raise TypeError(f"check_step needs a TrainingStep, got {type(step).__name__}")
+    if policy not in autocast_policy.POLICIES:
+        raise ValueError(f"unknown autocast policy {policy!r}; use one of {', '.join(autocast_policy.POLICIES)}")
     modes = list(dict.fromkeys(modes or MODES))
     for m in modes:
         if m not in MODES:
@@ -829,10 +834,11 @@ def _check(step, devices, modes, tolerances, seed, extra_warnings=(), world_size
         from .distributed import for_check_step
 
         dist, dist_caught = for_check_step(step, devices, seed, world_size, target)
-    report = Report(step.name, seed, torch.__version__, cpu_kernels=cpu_kernels)
+    report = Report(step.name, seed, torch.__version__, cpu_kernels=cpu_kernels, autocast_policy=policy)
+    lowp = policy if set(modes) - {"float32"} else "cpu"  # no autocast run: nothing to register
     cuda = list(range(torch.cuda.device_count())) if torch.cuda.is_available() else []
     with torch.random.fork_rng(devices=cuda), host_rng_kept(), fixed_reseed(), \
-            warnings.catch_warnings(record=True) as caught:
+            warnings.catch_warnings(record=True) as caught, autocast_policy.policy(lowp):
         warnings.simplefilter("always", DeprecationWarning)
         warnings.simplefilter("always", FutureWarning)
         _check_into(report, step, devices, modes, tols, seed, cpu_kernels)
@@ -923,7 +929,7 @@ def _check_into(report: Report, step, devices, modes, tols, seed, kernels: str =
 def _row(step, raw: _Raw, ref: _Raw, tol: Tolerances, seed: int, cross: bool, report: Report,
          runs: dict, bench=None) -> Run:
     run = Run(raw.device, raw.mode, "ok", loss=raw.loss, skipped_steps=raw.skipped_steps,
-              scale=raw.scale, error=raw.error, kernels=raw.kernels)
+              scale=raw.scale, error=raw.error, kernels=raw.kernels, policy=raw.policy)
     if raw.error_kind == "unsupported":
         run.status = "unsupported"
         report.notes.append(f"{raw.device} {raw.mode} not checked: an op has no {raw.mode} kernel on "
@@ -979,7 +985,8 @@ def _row(step, raw: _Raw, ref: _Raw, tol: Tolerances, seed: int, cross: bool, re
 
 
 def check_step(step: TrainingStep, devices=None, modes=None, tolerances=None, seed: int = 0,
-               world_size: int | None = None, cpu_kernels: str = "auto") -> Report:
+               world_size: int | None = None, cpu_kernels: str = "auto",
+               autocast_policy: str = "cuda") -> Report:
     """Replay ``step`` on every device and precision, judge each run, explain what breaks.
 
     Runs, each on a deep copy of ``step.model`` with a fresh optimizer and
@@ -1022,6 +1029,12 @@ def check_step(step: TrainingStep, devices=None, modes=None, tolerances=None, se
             at least :data:`devlint.runtime.emulate.AUTO_MIN_ELEMENTS` elements, else native.
             Every other op runs natively either way. The choice made is in
             ``Report.cpu_kernels`` and each CPU low-precision row's ``Run.kernels``.
+        autocast_policy: whose autocast rules the CPU bfloat16/float16 runs follow:
+            ``"cuda"`` (default: they stand in for a CUDA GPU, so each op is cast as
+            ``torch.autocast("cuda")`` casts it, :mod:`devlint.runtime.autocast_policy`) or
+            ``"cpu"`` (PyTorch's CPU autocast, for training with CPU autocast). Real GPU rows
+            always use their device's own autocast. In ``Report.autocast_policy`` and each
+            low-precision row's ``Run.policy``.
 
     Returns:
         a :class:`Report`; ``report.ok`` is True when every run that ran is within tolerance
@@ -1029,8 +1042,8 @@ def check_step(step: TrainingStep, devices=None, modes=None, tolerances=None, se
 
     Raises:
         TypeError: ``step`` is not a :class:`TrainingStep`, or bad ``tolerances``.
-        ValueError: an unknown device or mode name or ``cpu_kernels`` value,
+        ValueError: an unknown device or mode name, ``cpu_kernels`` or ``autocast_policy`` value,
             ``world_size < 2``, or a batch that cannot be split over ``world_size`` ranks.
     """
     return _check(step, devices, modes, tolerances, seed, world_size=world_size,
-                  cpu_kernels=cpu_kernels)
+                  cpu_kernels=cpu_kernels, policy=autocast_policy)
