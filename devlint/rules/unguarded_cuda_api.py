@@ -1,4 +1,11 @@
-"""DEV105: a ``torch.cuda`` call that raises without CUDA, outside a guard."""
+"""DEV105: a ``torch.cuda`` call that raises without CUDA, outside a guard.
+
+Which calls raise was checked on torch 2.13's CPU build (RULES.md DEV105, revised turn 3): the
+memory counters ``memory_allocated``, ``max_memory_allocated``, ``memory_reserved``,
+``max_memory_reserved`` and ``memory_stats`` return 0 or an empty dict there and are left alone;
+``reset_peak_memory_stats``, ``mem_get_info``, ``get_device_capability`` and ``memory_summary``
+raise.
+"""
 
 from __future__ import annotations
 
@@ -9,9 +16,8 @@ from ..rule import Rule
 _RAISING = frozenset(
     {
         "synchronize", "set_device", "current_device", "get_device_name", "get_device_properties",
-        "get_device_capability", "memory_allocated", "max_memory_allocated", "memory_reserved",
-        "max_memory_reserved", "reset_peak_memory_stats", "reset_max_memory_allocated",
-        "mem_get_info", "Event", "Stream", "current_stream", "default_stream",
+        "get_device_capability", "reset_peak_memory_stats", "reset_max_memory_allocated",
+        "mem_get_info", "memory_summary", "Event", "Stream", "current_stream", "default_stream",
         "FloatTensor", "DoubleTensor", "HalfTensor", "BFloat16Tensor", "LongTensor", "IntTensor",
         "ShortTensor", "CharTensor", "ByteTensor", "BoolTensor",
     }
@@ -32,11 +38,13 @@ class UnguardedCudaApi(Rule):
 
     what_it_does = """
 Flags calls of the `torch.cuda` API that raise when CUDA is absent — `synchronize`,
-`set_device`, `current_device`, `get_device_name`, `get_device_properties`, the memory
-statistics (`memory_allocated`, `max_memory_allocated`, `reset_peak_memory_stats`, ...),
-`Event`, `Stream` and the legacy typed constructors (`torch.cuda.FloatTensor`, ...) — outside
-an availability guard. `is_available`, `device_count`, `manual_seed(_all)` and `empty_cache`
-are safe without CUDA and left alone; `torch.cuda.amp.*` is DEV206's."""
+`set_device`, `current_device`, `get_device_name`, `get_device_properties`,
+`get_device_capability`, `mem_get_info`, `reset_peak_memory_stats`, `memory_summary`, `Event`,
+`Stream` and the legacy typed constructors (`torch.cuda.FloatTensor`, ...) — outside an
+availability guard. `is_available`, `device_count`, `manual_seed(_all)`, `empty_cache` and the
+memory counters (`memory_allocated`, `max_memory_allocated`, `memory_reserved`,
+`max_memory_reserved`, `memory_stats`: 0 or an empty dict without CUDA) are safe and left
+alone; `torch.cuda.amp.*` is DEV206's."""
     why_bad = """
 These calls initialise CUDA and raise `AssertionError: Torch not compiled with CUDA enabled`
 (or `RuntimeError: No CUDA GPUs are available`) on a CPU-only machine, often in timing or
@@ -45,7 +53,7 @@ logging code that the program does not need there."""
         '''import time
 start = time.perf_counter()
 torch.cuda.synchronize()  # expect: DEV105
-print("peak", torch.cuda.max_memory_allocated() / 2**20, "MiB")  # expect: DEV105
+torch.cuda.reset_peak_memory_stats()  # expect: DEV105
 ''',
     )
     clean = (
@@ -53,8 +61,9 @@ print("peak", torch.cuda.max_memory_allocated() / 2**20, "MiB")  # expect: DEV10
 start = time.perf_counter()
 if torch.cuda.is_available():
     torch.cuda.synchronize()
-    print("peak", torch.cuda.max_memory_allocated() / 2**20, "MiB")
+    torch.cuda.reset_peak_memory_stats()
 torch.cuda.manual_seed_all(0)
+print("peak", torch.cuda.max_memory_allocated() / 2**20, "MiB")  # 0 without CUDA
 ''',
     )
     fix_safety = "This rule has no autofix."
