@@ -833,7 +833,10 @@ class DeviceFlow(Analysis):
         elif target.__class__ is cst.Subscript and scope is None:
             base = target.value
             if base.__class__ is cst.Name and base.value in self.frame.vars:
-                self.frame.vars[base.value] = None  # batch["x"] = ...: mixed from now on
+                held = self.frame.vars[base.value]
+                # pe[:, 0::2] = ...: writing into a tensor keeps its device; batch["x"] = ...: mixed from now on
+                if held is None or held.kind not in TENSORS or held.module:
+                    self.frame.vars[base.value] = None
         self._memo.clear()
 
     def _bind_iteration(self, target, iter_expr, scope: dict | None, env=None) -> None:

@@ -62,7 +62,11 @@ class TensorAttributeNotBuffer(Rule):
     what_it_does = """
 In `__init__` of an `nn.Module` subclass, flags `self.name = <tensor>` where the tensor is a
 factory call, `torch.tensor([...])`, `torch.from_numpy(...)` or the result of a function of the
-same module whose every `return` is such a tensor, when `forward` reads `self.name`.
+same module whose every `return` is such a tensor, when `forward` reads `self.name`. The tensor
+may be built in a local first and filled by slice assignments (`pe = torch.zeros(n, d);
+pe[:, 0::2] = ...; self.pe = pe`, the positional-encoding idiom): writing into a tensor keeps
+it where it was made. The legacy constructors (`torch.Tensor([...])`, `torch.FloatTensor(n)`)
+are factories too.
 `nn.Parameter(...)`, `self.register_buffer(...)`, non-tensor attributes, tensors used only in
 `__init__`, reads in `forward` that only ask for the shape or move the tensor
 (`self.name.to(x.device)`), and classes that override `_apply`/`to` are left alone.
@@ -84,6 +88,18 @@ Expected all tensors to be on the same device`. The tensor is also missing from 
 
     def forward(self, x):
         return x - self.mean[None, :, None, None]
+''',
+        '''class PositionalEncoding(nn.Module):
+    def __init__(self, d_model, max_len=512):
+        super().__init__()
+        pe = torch.zeros(max_len, d_model)
+        position = torch.arange(max_len).unsqueeze(1)
+        pe[:, 0::2] = torch.sin(position)
+        pe[:, 1::2] = torch.cos(position)
+        self.pe = pe  # expect: DEV113
+
+    def forward(self, x):
+        return x + self.pe[: x.size(0)]
 ''',
     )
     clean = (
