@@ -6,14 +6,39 @@ import ast
 
 import libcst as cst
 
+from ..dataflow import _MODEL_METHODS, CPU, DEV, DTYPES, DeviceFlow, _cpu_side_item
 from ..devices import is_cpu
 from ..modules import is_module_class, is_module_constructor, strip_module_methods
-from ..precheck import arguments, builds_module, walk
+from ..precheck import arguments, builds_module, unit_may_move, walk
 from ..precheck import strip_module_methods as ast_strip
 from ..rule import Rule
 
 _USES = {"parameters", "named_parameters", "train", "forward", "__call__"}
 _READOUT_PARENTS = {"detach"}
+_ACCELERATOR_WORDS = ("cuda", "mps", "xpu", "accelerator", ".to(device")
+
+
+def _cpu_chain(expr: ast.AST) -> bool:
+    """Is there a ``.cpu()``/``.to("cpu")`` in the method chain of ``expr`` (stdlib ``ast``)?"""
+    while expr.__class__ is ast.Call and expr.func.__class__ is ast.Attribute:
+        method = expr.func.attr
+        if method == "cpu" or (method == "to" and any(a.__class__ is ast.Constant and a.value == "cpu" for a in arguments(expr))):
+            return True
+        expr = expr.func.value
+    return False
+
+
+def _feeds_cpu(unit) -> bool:
+    """Does a call of the unit take a ``.cpu()`` chain, or a name bound to one, as an argument?"""
+    named: set[str] = set()
+    calls = []
+    for node in unit.walk():
+        if node.__class__ is ast.Assign and len(node.targets) == 1 and node.targets[0].__class__ is ast.Name:
+            if _cpu_chain(node.value):
+                named.add(node.targets[0].id)
+        elif node.__class__ is ast.Call:
+            calls.append(node)
+    return any(_cpu_chain(a) or (a.__class__ is ast.Name and a.id in named) for call in calls for a in call.args)
 
 
 class _State:
@@ -31,16 +56,20 @@ class HardcodedCpuPlacement(Rule):
 
     code = "DEV103"
     name = "hardcoded-cpu-placement"
-    message = "{call} places this on the CPU while the code elsewhere uses an accelerator: use .to(device)"
+    message = "{call} pins this module to the CPU: use .to(device)"
+    input_message = "{call} puts this input on the CPU, off the model's device: use .to(device)"
     triggers = (".cpu(", '"cpu"', "'cpu'")  # and torch: modules are recognised through it
+
+    requires = (DeviceFlow,)
 
     @staticmethod
     def candidate(facts) -> bool:
-        """Pre-check: an accelerator named in the text, and a top-level class or function (or the
-        module's other statements) with a ``.cpu()`` or a ``.to("cpu")``/``.to(<call>)`` that
-        calls (or trains, ``.parameters()``...) a name it binds to a module construction."""
-        if not any(k in facts.text for k in ("cuda", "mps", "xpu", "accelerator", ".to(device")):
-            return False
+        """Pre-check: a top-level class or function (or the module's other statements) with a
+        ``.cpu()`` or a ``.to("cpu")``/``.to(<call>)`` that calls (or trains, ``.parameters()``...)
+        a name it binds to a module construction; or, where something may be moved to an
+        accelerator (:func:`unit_may_move`), a call given a ``.cpu()`` chain (or a name bound to
+        one) as an argument."""
+        moving = None
         for unit in facts.units:
             if not ("cpu" in unit.methods or any(
                 (a.__class__ is ast.Constant and a.value == "cpu") or a.__class__ is ast.Call
@@ -60,14 +89,23 @@ class HardcodedCpuPlacement(Rule):
                 if call.func.__class__ is ast.Attribute
             ):
                 return True
+            if moving is None:
+                moving = any(unit_may_move(u, facts, DTYPES) for u in facts.units)
+            if moving and "cpu" in unit.methods and _feeds_cpu(unit):
+                return True
         return False
     what_it_does = """
 Flags `.cpu()` and `.to("cpu")` used to *place* compute: on an `nn.Module` that is then
-called, trained or optimised in the same scope, or on a tensor that is then fed to a model
-that was moved to another device. Read-outs are left alone (`.cpu().numpy()`, `.item()`,
-`.tolist()`, `.detach().cpu()`, printing, logging, saving, metrics), as are the
-`else "cpu"` fallback, code that never uses an accelerator, offloading (a module moved to the
-CPU and not used afterwards, e.g. to free accelerator memory) and export of a CPU copy
+called, trained or optimised in the same scope (also in a script that never names an
+accelerator: the hardcoded placement is what `.to(device)` replaces), or on a tensor that is
+then fed to a model that was moved to another device (`model(x.cpu())`, `h = x.cpu();
+model(h)`, also where the model is a parameter moved with `model.to(device)` or kept on
+`self`), or to a loss together with a tensor on that device. Read-outs are left alone
+(`.cpu().numpy()`, `.item()`, `.tolist()`, `.detach().cpu()`, printing, logging, saving,
+metrics), as are the `else "cpu"` fallback, CPU tensors in code that never uses an
+accelerator, lengths that `pack_padded_sequence` wants on the CPU (`lengths.cpu()`),
+`nn.DataParallel` (which scatters CPU inputs), offloading (a module moved to the CPU and not
+used afterwards, e.g. to free accelerator memory) and export of a CPU copy
 (`torch.onnx.export`, `torch.jit.trace`)."""
     why_bad = """
 A model pinned to the CPU silently trains on the CPU on a GPU box, and a CPU input fed to a
@@ -85,6 +123,14 @@ x = torch.randn(3, 4, device=device)
 features = x.cpu()  # expect: DEV103
 out = model(features)
 ''',
+        '''def evaluate(model, x, device):
+    model = model.to(device)
+    return model(x.cpu())  # expect: DEV103
+''',
+        '''model = nn.Linear(4, 2)
+model.cpu()  # expect: DEV103
+print(model(torch.randn(3, 4)))
+''',
     )
     clean = (
         '''device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
@@ -94,6 +140,10 @@ print(out.detach().cpu().numpy(), out.sum().item())
 model.cpu()
 torch.onnx.export(model, torch.randn(1, 4), "model.onnx")
 ''',
+        '''def encode(rnn, tokens, lengths, device):
+    rnn.to(device)
+    return rnn(tokens.to(device), lengths.cpu())  # pack_padded_sequence wants CPU lengths
+''',
     )
     fix_safety = "This rule has no autofix."
 
@@ -102,7 +152,7 @@ torch.onnx.export(model, torch.randn(1, 4), "model.onnx")
         self._states = [_State()]
         self._classes: set[str] = set()
         text = ctx.text
-        self._accelerated = any(k in text for k in ("cuda", "mps", "xpu", "accelerator", ".to(device"))
+        self._accelerated = any(k in text for k in _ACCELERATOR_WORDS)
 
     # -- scopes -------------------------------------------------------------------------------
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
@@ -161,14 +211,14 @@ torch.onnx.export(model, torch.randn(1, 4), "model.onnx")
                 state.cpu_modules.pop(name, None)
             return
         cpu_call, _ = self._placement(value)
-        if cpu_call is not None and cpu_call is value:
+        if cpu_call is not None and (cpu_call is value or self._explicit_cpu(value)):
             state.cpu_tensors[name] = cpu_call
 
     def visit_Expr(self, node: cst.Expr) -> None:
         value, state = node.value, self._states[-1]
         if isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute):
             receiver = value.func.value
-            if isinstance(receiver, cst.Name) and receiver.value in state.modules:
+            if isinstance(receiver, cst.Name):  # `x.cpu()` as a statement moves a module in place
                 cpu_call, moved = self._placement(value)
                 if cpu_call is not None:
                     state.cpu_modules[receiver.value] = cpu_call
@@ -178,28 +228,78 @@ torch.onnx.export(model, torch.randn(1, 4), "model.onnx")
                     state.cpu_modules.pop(receiver.value, None)
 
     def visit_Call(self, node: cst.Call) -> None:
-        if not self._accelerated:
-            return
         state, func = self._states[-1], node.func
         used = None
         if isinstance(func, cst.Name):
             used = func.value
         elif isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.attr.value in _USES:
             used = func.value.value
-        if used is None:
-            return
-        if used in state.cpu_modules:
-            call = state.cpu_modules.pop(used)
+        if used is not None and (used in state.cpu_modules or used in state.cpu_tensors):
+            # `net = net.cpu()` then `net(x)`: only a module is called (or trained)
+            call = state.cpu_modules.pop(used, None) or state.cpu_tensors.pop(used)
             self.report(call.func.attr, self.message.format(call=_spelling(call)))
-        elif used in state.on_device:
-            for arg in node.args:
-                value = arg.value
-                call = state.cpu_tensors.pop(value.value, None) if isinstance(value, cst.Name) else None
-                if call is None:
-                    call, _ = self._placement(value)
-                    call = call if call is value else None
-                if call is not None:
-                    self.report(call.func.attr, self.message.format(call=_spelling(call)))
+            return
+        flow = self.ctx.analysis(DeviceFlow)
+        if flow.silent or flow.scatters:
+            return  # the data is placed by a framework, or scattered by nn.DataParallel
+        if used is not None and self._accelerated and used in state.on_device:
+            self._check_inputs(node, state, loss=False)
+            return
+        moved = self._moved_callee(func)
+        if moved is not None:
+            self._check_inputs(node, state, loss=moved)
+
+    # -- a moved model (or a loss on device tensors) given a CPU tensor ------------------------
+    def _explicit_cpu(self, expr: cst.BaseExpression) -> bool:
+        """Is ``expr`` a tensor put on the CPU by ``.cpu()``/``.to("cpu")`` (the dataflow's
+        explicit CPU kind, which survives ``.float()``, ``.unsqueeze(0)``...)?"""
+        v = self.ctx.analysis(DeviceFlow).value(expr)
+        return v is not None and v.kind == CPU and v.explicit
+
+    def _moved_callee(self, func: cst.BaseExpression) -> bool | None:
+        """``False`` for a model the dataflow knows is on a device (``model(...)``,
+        ``self.net(...)``, ``model.generate(...)``), ``True`` for a loss (named like one, or a
+        ``torch.nn.functional`` loss), ``None`` otherwise."""
+        flow = self.ctx.analysis(DeviceFlow)
+        v = None
+        if func.__class__ is cst.Name:
+            v = flow.lookup(func.value)
+        elif func.__class__ is cst.Attribute:
+            if flow.is_self(func.value):
+                v = flow.self_attr(func.attr.value)
+            elif func.attr.value in _MODEL_METHODS:
+                v = flow.value(func.value)
+        if v is not None and (v.kind == DEV or v.loss):
+            return bool(v.loss)
+        if flow.is_loss_function(func) or (v is None and flow.loss_named(func)):
+            return True
+        return None
+
+    def _check_inputs(self, node: cst.Call, state: _State, loss: bool) -> None:
+        """Report each positional argument of ``node`` put on the CPU by ``.cpu()`` (directly, or
+        through a name bound to such a chain); for a loss, only next to a device tensor."""
+        flow = self.ctx.analysis(DeviceFlow)
+        found = []
+        for arg in node.args:
+            if arg.keyword is not None or arg.star:
+                continue
+            value = arg.value
+            if isinstance(value, cst.Name) and value.value in state.cpu_tensors:
+                found.append((value, state.cpu_tensors[value.value]))
+                continue
+            call, _ = self._placement(value)
+            if call is not None and (call is value or self._explicit_cpu(value)):
+                found.append((value, call))
+        if loss and not any(
+            (v := flow.value(a.value)) is not None and v.kind == DEV and not v.module for a in node.args if a.keyword is None
+        ):
+            return
+        for value, call in found:
+            if _cpu_side_item(call.func.value):
+                continue  # pack_padded_sequence(x, lengths.cpu()): CPU by design
+            if isinstance(value, cst.Name):
+                state.cpu_tensors.pop(value.value, None)
+            self.report(call.func.attr, self.input_message.format(call=_spelling(call)))
 
 
 def _spelling(call: cst.Call) -> str:
