@@ -27,22 +27,11 @@ from typing import Iterator
 
 import libcst as cst
 
-from .guards import string_value
+from .autocast import AUTOCAST, Region, dtype_of, parse_region
 from .modules import is_module_class, is_module_constructor, strip_module_methods
 from .names import dotted
 from .rule import Analysis, Rule, Site
 
-_AUTOCAST_MODULES = {
-    "torch": None,
-    "torch.amp": None,
-    "torch.amp.autocast_mode": None,
-    "torch.cuda.amp": "cuda",
-    "torch.cuda.amp.autocast_mode": "cuda",
-    "torch.cpu.amp": "cpu",
-    "torch.cpu.amp.autocast_mode": "cpu",
-}
-#: autocast spelling -> the device type a deprecated API implies (``None``: an argument says).
-AUTOCAST = {f"{module}.autocast": device for module, device in _AUTOCAST_MODULES.items()}
 GRAD_SCALERS = frozenset(
     {
         "torch.GradScaler",
@@ -62,10 +51,6 @@ CLIPS = frozenset(
         for name in ("clip_grad_norm_", "clip_grad_norm", "clip_grad_value_")
     }
 )
-_FP16 = {"torch.float16", "torch.half"}
-_BF16 = {"torch.bfloat16"}
-#: Default autocast dtype by literal device type; other devices count as unknown.
-_DEFAULT_DTYPE = {"cuda": "float16", "cpu": "bfloat16"}
 #: Receivers of ``.backward(...)`` that are not tensors (framework helpers that scale themselves).
 _NOT_TENSORS = {
     "self", "accelerator", "fabric", "strategy", "precision", "precision_plugin", "trainer",
@@ -73,42 +58,6 @@ _NOT_TENSORS = {
 }
 _OPTIMIZER = re.compile(r"(optim|^opt$|^opt_|_opt$|^opt\d)")
 _MODULE_NAME = re.compile(r"(^|_)(model|net|network)$")
-
-
-class Region:
-    """One autocast region: where it was opened, its device type (``"cuda"``, ``"cpu"``...
-    or ``None`` for a variable), dtype (``"float16"``, ``"bfloat16"``, another name, or
-    ``None`` for unknown), ``enabled`` (``True``, ``False`` for a literal False, or
-    ``"expr"``) and whether it is the deprecated ``torch.cuda.amp``/``torch.cpu.amp`` API."""
-
-    __slots__ = ("node", "device", "dtype", "enabled", "deprecated", "top", "open_device")
-
-    def __init__(self, node, device, dtype, enabled, deprecated, top=0, open_device=False) -> None:
-        self.node, self.device, self.dtype = node, device, dtype
-        self.enabled, self.deprecated = enabled, deprecated
-        #: no dtype and a device type held in an expression (``device.type``, ``str(device)``)
-        self.open_device = open_device
-        #: the engine's index of the top-level statement holding the node (see FrameRule)
-        self.top = top
-
-    @property
-    def active(self) -> bool:
-        """False only for a literal ``enabled=False``."""
-        return self.enabled is not False
-
-    @property
-    def float16(self) -> bool:
-        """Does this region compute in float16? An unknown dtype counts as float16 only where
-        the device type is a literal ``"cuda"`` or the deprecated CUDA API."""
-        if self.dtype is not None:
-            return self.dtype == "float16"
-        return self.device == "cuda"
-
-    @property
-    def maybe_float16(self) -> bool:
-        """float16, or possibly so: no dtype and a device type held in an expression
-        (``torch.autocast(device_type=device.type)``), which is float16 where it is CUDA."""
-        return self.float16 or (self.dtype is None and self.open_device)
 
 
 class Event:
@@ -133,7 +82,7 @@ class Frame:
     """The module or one function: its events, autocast regions and local bindings."""
 
     __slots__ = ("kind", "node", "parent", "events", "regions", "stack", "scalers", "optimizers", "modules", "scaled_names",
-                 "built")
+                 "built", "contexts")
 
     def __init__(self, kind: str, node: cst.CSTNode, parent: "Frame | None") -> None:
         self.kind, self.node, self.parent = kind, node, parent
@@ -148,6 +97,8 @@ class Frame:
         self.scaled_names: set[str] = set()
         #: scaler name -> (order, loops) of its first ``GradScaler(...)`` construction in this frame
         self.built: dict[str, tuple[int, tuple[int, ...]]] = {}
+        #: context-manager name -> (the autocast region bound to it, the path of that binding)
+        self.contexts: dict[str, tuple[Region, tuple]] = {}
 
     def of(self, *kinds: str) -> Iterator[Event]:
         return (e for e in self.events if e.kind in kinds)
@@ -169,6 +120,8 @@ class AmpAnalysis(Analysis):
         self.closed: Frame | None = None
         self.self_scalers: set[str] = set()
         self.self_optimizers: set[str] = set()
+        #: ``self.<x>`` bound to an autocast call anywhere in the file (see :meth:`_bind_context`)
+        self.self_contexts: dict[str, tuple[Region, tuple]] = {}
         self.module_classes: set[str] = set()
         self._order = 0
         self._path: list[tuple[cst.If, int]] = []
@@ -176,6 +129,8 @@ class AmpAnalysis(Analysis):
         self._loops: list[int] = []
         #: id of a ``for`` loop -> the names it binds (``for opt in optimizers``)
         self.loop_targets: dict[int, set[str]] = {}
+        #: id of a ``for``/``while`` loop -> the loop (an event's ``loops`` are such ids)
+        self.loop_nodes: dict[int, cst.CSTNode] = {}
         self._with_pushed: dict[int, int] = {}
         self._keys: dict[int, tuple[str, bool]] = {}
         self._printer = cst.Module(body=[])
@@ -204,6 +159,7 @@ class AmpAnalysis(Analysis):
         for decorator in node.decorators:
             region = self.region(decorator.decorator)
             if region is not None:
+                region.path = tuple(self._path)
                 frame.regions.append((region, self._next()))
                 frame.stack.append(region)
         self.frame = frame
@@ -240,6 +196,7 @@ class AmpAnalysis(Analysis):
 
     def visit_For(self, node) -> None:
         self._loops.append(id(node))
+        self.loop_nodes[id(node)] = node
         if node.__class__ is cst.For:
             target = node.target
             elements = [e.value for e in target.elements] if isinstance(target, (cst.Tuple, cst.List)) else [target]
@@ -278,9 +235,9 @@ class AmpAnalysis(Analysis):
         self._keys[id(test)] = (key, positive)
         return key, positive
 
-    def compatible(self, a: Event, b: Event) -> bool:
-        """Can both events run in one pass? False when they sit on opposite arms of one
-        ``if`` (or of two ``if`` statements testing the same condition)."""
+    def compatible(self, a: "Event | Region", b: "Event | Region") -> bool:
+        """Can both events (or an event and a region) run in one pass? False when they sit on
+        opposite arms of one ``if`` (or of two ``if`` statements testing the same condition)."""
         if not a.path or not b.path:
             return True
         arms = {}
@@ -296,64 +253,22 @@ class AmpAnalysis(Analysis):
 
     # -- regions ------------------------------------------------------------------------------
     def region(self, expr: cst.BaseExpression) -> Region | None:
-        """The autocast region this ``with`` item or decorator opens, if any."""
-        if expr.__class__ is cst.IfExp:
-            for side in (expr.body, expr.orelse):
-                found = self.region(side)
-                if found is not None:
-                    found.enabled = "expr" if found.enabled is True else found.enabled
-                    return found
-            return None
-        if expr.__class__ is not cst.Call:
-            return None
-        name = self.ctx.resolve(expr.func)
-        if name not in AUTOCAST:
-            return None
-        implied = AUTOCAST[name]
-        positional = [a.value for a in expr.args if a.keyword is None and not a.star]
-        keywords = {a.keyword.value: a.value for a in expr.args if a.keyword is not None}
-        if implied is None:  # torch.autocast(device_type, dtype=None, enabled=True, ...)
-            order = ("device_type", "dtype", "enabled")
-        else:  # torch.cuda.amp.autocast(enabled=True, dtype=torch.float16, ...)
-            order = ("enabled", "dtype")
-        args = dict(zip(order, positional))
-        args.update(keywords)
-        if implied is None:
-            value = string_value(args.get("device_type"))
-            device = value.split(":", 1)[0] if value else None
-        else:
-            device = implied
-        dtype_expr = args.get("dtype")
-        if dtype_expr is None:
-            dtype = _DEFAULT_DTYPE.get(device) if device else None
-        else:
-            dtype = self.dtype(dtype_expr)
-        enabled_expr = args.get("enabled")
-        if enabled_expr is None or (enabled_expr.__class__ is cst.Name and enabled_expr.value == "True"):
-            enabled = True
-        elif enabled_expr.__class__ is cst.Name and enabled_expr.value == "False":
-            enabled = False
-        else:
-            enabled = "expr"
-        device_expr = args.get("device_type")
-        open_device = implied is None and dtype_expr is None and device_expr is not None and string_value(device_expr) is None
-        return Region(expr, device, dtype, enabled, implied is not None, getattr(self.ctx, "statement_index", 0), open_device)
+        """The autocast region this ``with`` item or decorator opens, if any
+        (:func:`devlint.autocast.parse_region`)."""
+        return parse_region(expr, self.ctx, getattr(self.ctx, "statement_index", 0))
 
     def dtype(self, expr: cst.BaseExpression) -> str | None:
         """``"float16"``/``"bfloat16"``/another torch dtype name, or ``None`` when unknown."""
-        name = self.ctx.resolve(expr)
-        if name in _FP16:
-            return "float16"
-        if name in _BF16:
-            return "bfloat16"
-        if name and name.startswith("torch."):
-            return name[6:]
-        return None
+        return dtype_of(expr, self.ctx)
 
     def visit_With(self, node: cst.With) -> None:
         pushed = 0
         for item in node.items:
             region = self.region(item.item)
+            if region is None:
+                region = self._bound_region(item.item)
+            else:
+                region.path = tuple(self._path)
             if region is not None:
                 self.frame.regions.append((region, self._next()))
                 self.frame.stack.append(region)
@@ -364,6 +279,38 @@ class AmpAnalysis(Analysis):
     def leave_With(self, node: cst.With) -> None:
         for _ in range(self._with_pushed.pop(id(node), 0)):
             self.frame.stack.pop()
+
+    def _bound_region(self, expr: cst.BaseExpression) -> Region | None:
+        """``with ctx:`` where ``ctx`` (or ``self.ctx``) was bound to an autocast call, on
+        either arm of an ``if`` or of a conditional expression (``nullcontext()`` on the
+        other): the region opened again at this item."""
+        name = dotted(expr)
+        if name is None or self.frame is None:
+            return None
+        found = self.self_contexts.get(name) if name.startswith("self.") else next(
+            (f.contexts[name] for f in self.frame.chain() if name in f.contexts), None
+        )
+        if found is None:
+            return None
+        return found[0].opened_at(expr, getattr(self.ctx, "statement_index", 0), tuple(self._path))
+
+    def _bind_context(self, name: str, value: cst.BaseExpression) -> None:
+        """Track names bound to an autocast call (:meth:`_bound_region`). A later binding to
+        something else replaces it when it runs wherever the autocast binding did (same arm or
+        an enclosing one); on another arm (``else: ctx = nullcontext()``) it is kept, as a
+        region that may be off."""
+        contexts = self.self_contexts if name.startswith("self.") else self.frame.contexts
+        region = self.region(value) if value.__class__ is cst.Call or value.__class__ is cst.IfExp else None
+        path = tuple(self._path)
+        if region is not None:
+            contexts[name] = (region, path)
+            return
+        held = contexts.get(name)
+        if held is not None:
+            if held[1][: len(path)] == path:
+                del contexts[name]
+            else:
+                held[0].enabled = "expr" if held[0].enabled is True else held[0].enabled
 
     def current_region(self) -> Region | None:
         """The innermost open autocast region if it is enabled (``None`` under a nested
@@ -407,6 +354,7 @@ class AmpAnalysis(Analysis):
             frame.scaled_names.add(name)
         else:
             frame.scaled_names.discard(name)
+        self._bind_context(name, value)
 
     def _builds(self, value: cst.BaseExpression, kind: str) -> bool:
         kind_of = value.__class__

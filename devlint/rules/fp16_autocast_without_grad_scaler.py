@@ -28,7 +28,11 @@ finding is on the autocast call (the `with` item or the decorator). Left alone:
 unless the device type is a literal `"cuda"`); inference (no backward in the scope). A device
 type held in an expression with no dtype (`torch.autocast(device_type=device.type)`,
 `str(device)`) is float16 wherever that device is CUDA, so it counts as float16; a scope where a scaler held elsewhere (`self.scaler`, a parameter named like a
-scaler) wraps the loss with `.scale(...)`; `enabled=False`."""
+scaler) wraps the loss with `.scale(...)`; `enabled=False`; a backward on the other arm of the
+`if` that opens the region (`if use_amp: with autocast(...): ... else: loss.backward()`), which
+never runs after it. A context manager bound to an autocast call (`ctx = torch.autocast(...)`,
+also on one arm of an `if` with `nullcontext()` on the other) opens the region at `with ctx:`,
+where the finding is then reported."""
     why_bad = """
 float16 has a narrow exponent range: gradients smaller than about 6e-8 flush to zero, so
 parts of the model silently stop learning. `GradScaler` multiplies the loss before backward
@@ -87,7 +91,9 @@ def train_step(x, grad_scaler):
     def check(self, frame: Frame) -> None:
         if any(e.kind == "scale" or (e.kind == "backward" and e.scaled) for e in frame.events):
             return
-        backwards = [e.order for e in frame.of("backward")]
+        backwards = list(frame.of("backward"))
         for region, order in frame.regions:
-            if region.active and region.maybe_float16 and any(b > order for b in backwards):
+            if region.active and region.maybe_float16 and any(
+                b.order > order and self.amp.compatible(region, b) for b in backwards
+            ):
                 self.report_at(region)
