@@ -31,7 +31,7 @@ KERNELS = ["auto", "emulated"]
 def test_the_zoo_is_large_enough():
     hf = [f for f in zoo.CORRECT if f.__name__.startswith("hf_")]
     assert len({f.__name__.replace("_padded", "") for f in hf}) >= 8
-    assert len(zoo.PLANTED) >= 8
+    assert len(zoo.PLANTED) >= 13 and set(SAYS) <= {f.__name__ for f in zoo.PLANTED}
 
 
 @pytest.mark.parametrize("kernels", KERNELS)
@@ -46,6 +46,16 @@ def test_correct_model_passes(factory, kernels):
     assert not [f for f in r.findings if f.kind == "probe-incomplete"]
 
 
+#: What else a planted bug's finding must say: (its op, words of its message).
+SAYS = {
+    "gpt_inplace_overflow": ("aten.mul_.Tensor", "(in place: it overwrites its input)"),
+    "mlp_fp16_running_var": ("aten.var.correction", "buffer norm.running_var of norm (RunningNorm)"),
+    "gpt_custom_function": ("FusedLinearFn.backward", "a custom torch.autograd.Function"),
+    "gpt_missing_scaler_update": ("GradScaler.update", "never scaler.update()"),
+    "transformer_mask_attribute": ("Transformer(tgt_mask=)", "tensor attribute causal"),
+}
+
+
 @pytest.mark.parametrize("kernels", KERNELS)
 @pytest.mark.parametrize("factory", list(zoo.PLANTED), ids=lambda f: f.__name__)
 def test_planted_bug_is_caught_and_named(factory, kernels):
@@ -57,6 +67,10 @@ def test_planted_bug_is_caught_and_named(factory, kernels):
     assert any(f.module == module for f in found), [f.module for f in found]
     if name is not None:
         assert any(name in (f.name or "") for f in found), [f.name for f in found]
+    if factory.__name__ in SAYS:
+        op, words = SAYS[factory.__name__]
+        assert any(f.op == op and words in f.message for f in found), str(r)
+        assert "never called optimizer.step()" not in str(r)
     if kind == "device-placement":
         # only the planted problem: the numerics of the model are fine
         assert {f.kind for f in r.errors} == {"device-placement"}, str(r)

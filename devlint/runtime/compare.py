@@ -37,20 +37,21 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import torch
 
 __all__ = ["Tolerances", "DEFAULT_TOLERANCES", "resolve_tolerances", "ParamError", "Errors",
            "Verdict", "Rounding", "Delta", "CHUNK", "measure", "needs_floor", "judge", "unit_roundoff",
-           "round_trip", "round_range", "FLOAT16_TINY"]
+           "round_trip", "round_range", "FLOAT16_TINY", "rel_l2", "DTYPES"]
 
-_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+#: The precision modes and the dtype each computes in.
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
 def unit_roundoff(mode: str) -> float:
     """Unit roundoff ``eps / 2`` of a mode's dtype (unitless): 2**-24, 2**-9, 2**-11."""
-    return torch.finfo(_DTYPES[mode]).eps / 2
+    return torch.finfo(DTYPES[mode]).eps / 2
 
 
 @dataclass(frozen=True)
@@ -75,7 +76,7 @@ def round_trip(t: torch.Tensor, mode: str | Rounding) -> torch.Tensor:
         mode, scale = mode.mode, mode.scale
     if not t.is_floating_point() or mode == "float32":
         return t
-    r = t.to(_DTYPES[mode]).to(t.dtype)
+    r = t.to(DTYPES[mode]).to(t.dtype)
     if scale == 1.0:
         return r
     d = r - t
@@ -157,7 +158,7 @@ class Tolerances:
     float32_rtol: float = 1e-4
 
 
-DEFAULT_TOLERANCES: dict[str, Tolerances] = {m: Tolerances() for m in _DTYPES}
+DEFAULT_TOLERANCES: dict[str, Tolerances] = {m: Tolerances() for m in DTYPES}
 
 
 def resolve_tolerances(tolerances) -> dict[str, Tolerances]:
@@ -223,6 +224,7 @@ class Errors:
     loss: float
     params: dict[str, ParamError] = field(default_factory=dict)
     missing: list[str] = field(default_factory=list)
+    state: dict = field(default_factory=dict)  # buffers: name -> buffers.StateError
 
     def judged(self, tol: Tolerances) -> dict[str, ParamError]:
         """The parameters whose reference gradient is not negligible (see :class:`Tolerances`)."""
@@ -258,10 +260,13 @@ class Errors:
         return dot / ref, math.sqrt(max(run * ref - dot * dot, 0.0)) / abs(dot)
 
 
-def _rel(diff: float, ref: float) -> float:
+def rel_l2(diff: float, ref: float) -> float:
+    """The relative error ``diff / ref`` of two norms (unitless): 0 when both are 0, ``inf``
+    when only the reference is 0."""
     if ref > 0:
         return diff / ref
     return 0.0 if diff == 0 else math.inf
+
 
 
 #: Elements compared at a time by :func:`measure` (float32 chunks of 1 MiB): the comparison's
@@ -356,7 +361,7 @@ def measure(ref_loss: float, ref_grads: Mapping[str, torch.Tensor | None],
     Raises:
         RuntimeError: a gradient's element count differs from the reference's.
     """
-    out = Errors(loss=_rel(abs(loss - ref_loss), abs(ref_loss)) if math.isfinite(loss) else math.inf)
+    out = Errors(loss=rel_l2(abs(loss - ref_loss), abs(ref_loss)) if math.isfinite(loss) else math.inf)
     for name, g in grads:
         g_ref = ref_grads.get(name)
         if (g is None) != (g_ref is None):
@@ -376,10 +381,10 @@ def measure(ref_loss: float, ref_grads: Mapping[str, torch.Tensor | None],
             sq_du, sq_nu, _, _, _ = _sq_sums(updates[name], ref_updates[name], False, known.get(("update", name)))
             known[("update", name)] = sq_nu
             du, nu = math.sqrt(sq_du), math.sqrt(sq_nu)
-            upd = _rel(du, nu)
+            upd = rel_l2(du, nu)
             lr = (lrs or {}).get(name)
             upd_lr = du / (lr * math.sqrt(max(n, 1))) if lr else None
-        out.params[name] = ParamError(name, n, _rel(math.sqrt(sq_diff), math.sqrt(sq_ref)),
+        out.params[name] = ParamError(name, n, rel_l2(math.sqrt(sq_diff), math.sqrt(sq_ref)),
                                       upd, upd_lr, math.sqrt(sq_ref / max(n, 1)), lost,
                                       sq_diff, sq_ref, du * du, nu * nu, dot, sq_run)
     return out
@@ -517,7 +522,3 @@ def judge(errors: Errors, mode: str, tol: Tolerances, floor: Errors | None = Non
     return Verdict(ok, model_err, floor_err, worst, update_err, not adaptive, excluded, errors.loss,
                    loss_ok, how, list(errors.missing))
 
-
-def with_overrides(tol: Tolerances, **changes) -> Tolerances:
-    """A copy of ``tol`` with the given fields changed (``k=32`` ...); unknown names raise TypeError."""
-    return replace(tol, **changes)

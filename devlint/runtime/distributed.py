@@ -50,8 +50,11 @@ from typing import Any
 import torch
 import torch.nn as nn
 
+from .compare import rel_l2
+from .devices import unavailable
+from .names import first_line, module_of
 from .report import Finding, Report, Run
-from .step import Parameters, TrainingStep, map_tensors
+from .step import Parameters, TrainingStep, map_tensors, scalar_loss
 
 __all__ = ["check_distributed", "for_check_step", "batch_size", "shard_batch", "DEFAULT_TIMEOUT", "GRAD_RTOL",
            "SAME_RTOL", "BN_Z", "STARTUP_TIMEOUT"]
@@ -207,15 +210,6 @@ class _Job:
 
 
 # --------------------------------------------------------------------------- the ranks
-
-
-def _scalar_loss(loss) -> torch.Tensor:
-    if not isinstance(loss, torch.Tensor):
-        raise TypeError(f"loss_fn returned {type(loss).__name__}; return a scalar tensor")
-    if loss.numel() != 1 or not loss.is_floating_point():
-        raise TypeError(f"loss_fn returned a {loss.dtype} tensor of shape {list(loss.shape)}; "
-                        "return a scalar floating-point loss")
-    return loss.reshape(())
 
 
 def _cpu(t: torch.Tensor | None) -> torch.Tensor | None:
@@ -406,7 +400,7 @@ def _worker(rank: int, job: _Job, phases, release) -> None:
         phases[rank] = _DONE
     except BaseException as exc:  # noqa: BLE001 - every failure of a rank is reported
         code = 1
-        out.update(error=_first_line(exc), phase=_PHASES[phase], where=_user_frame(exc.__traceback__),
+        out.update(error=first_line(exc), phase=_PHASES[phase], where=_user_frame(exc.__traceback__),
                    traceback="".join(traceback.format_exception(exc)[-12:]))
         for k in ("grads", "after", "fsdp"):
             out.pop(k, None)
@@ -428,18 +422,13 @@ def _fsdp_run(model, step, batch, job, mark) -> dict:
     try:
         from torch.distributed.fsdp import fully_shard
     except ImportError as exc:
-        return {"skipped": f"torch.distributed.fsdp.fully_shard is not available ({_first_line(exc)})"}
+        return {"skipped": f"torch.distributed.fsdp.fully_shard is not available ({first_line(exc)})"}
     try:
         fully_shard(model)
     except Exception as exc:  # noqa: BLE001 - an FSDP limitation, not the user's bug
-        return {"skipped": f"fully_shard(model) raised {_first_line(exc)}"}
+        return {"skipped": f"fully_shard(model) raised {first_line(exc)}"}
     loss, grads = _step_once(step, model, model, batch, job.seed, mark)
     return {"loss": loss, "grads": grads, "after": _params(model)}
-
-
-def _first_line(exc: BaseException) -> str:
-    text = (str(exc).strip().splitlines() or [""])[0].rstrip(".")
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 _OURS = (os.path.dirname(os.path.abspath(__file__)), os.path.dirname(os.path.abspath(torch.__file__)),
@@ -712,12 +701,12 @@ def _step_once(step: TrainingStep, model: nn.Module, inner: nn.Module, batch, se
         torch.manual_seed(seed)
         try:
             with _watch_clipping(capture, clip):
-                loss = _scalar_loss(step.step_fn(model, batch, optimizer, scaler))
+                loss = scalar_loss(step.step_fn(model, batch, optimizer, scaler), "step_fn")
         finally:
             handle.remove()
         return float(loss.detach().float()), seen[0] if seen else _grads(inner)
     torch.manual_seed(seed)
-    loss = _scalar_loss(step.loss_fn(model, batch))
+    loss = scalar_loss(step.loss_fn(model, batch), "loss_fn")
     mark("backward")
     loss.backward()
     grads = _grads(inner)
@@ -754,23 +743,12 @@ def _rel_errors(x: dict, ref: dict) -> dict[str, float]:
             continue
         diff = float(torch.linalg.vector_norm(v - r))
         scale = max(float(torch.linalg.vector_norm(r)), total * math.sqrt(r.numel() / max(count, 1)))
-        out[name] = diff / scale if scale > 0 else (0.0 if diff == 0 else math.inf)
+        out[name] = rel_l2(diff, scale)
     return out
 
 
 def _updates(one_or_after: dict, before: dict) -> dict:
     return {n: a - before[n] for n, a in one_or_after.items() if a is not None and n in before}
-
-
-def _module_of(model: nn.Module, name: str) -> str:
-    name = name.removesuffix(" (buffer)")
-    path = name.rsplit(".", 1)[0] if "." in name else ""
-    if not path:
-        return f"{type(model).__name__} (the model itself)"
-    try:
-        return f"{path} ({type(model.get_submodule(path)).__name__})"
-    except AttributeError:
-        return path
 
 
 def _worst(errs: dict[str, float], tol: float) -> list[tuple[str, float]]:
@@ -820,8 +798,8 @@ def _unavailable(device: str, world_size: int) -> str | None:
     if device == "cpu":
         return None if dist.is_gloo_available() else "the gloo backend is not available in this torch build"
     if device == "cuda":
-        if not torch.cuda.is_available():
-            return "no CUDA device (torch.cuda.is_available() is False)"
+        if unavailable(device):
+            return unavailable(device)
         if not dist.is_nccl_available():
             return "the NCCL backend is not available in this torch build"
         n = torch.cuda.device_count()
@@ -859,7 +837,7 @@ def _start_method(device: str, source: _Source, wanted: str | None) -> tuple[str
         try:
             pickle.dumps(source.step)
         except Exception as exc:  # noqa: BLE001
-            return None, (f"the step cannot be sent to {method}ed processes ({_first_line(exc)}); "
+            return None, (f"the step cannot be sent to {method}ed processes ({first_line(exc)}); "
                           "pass a 'path/file.py:NAME' target, or use module-level functions")
     return method, None
 
@@ -981,9 +959,9 @@ def _check_device(report, source, local, device, ws, seed, timeout, size, keep, 
         again = _one_process(local, full_batch, seed + 1, device)
         per_shard = [_one_process(local, s, seed, device, shard=True) for s in shards]
     except Exception as exc:  # noqa: BLE001
-        report.runs.append(Run(device, f"ddp x{ws}", "error", error=_first_line(exc)))
+        report.runs.append(Run(device, f"ddp x{ws}", "error", error=first_line(exc)))
         report.findings.append(Finding(
-            "step-error", f"the one-process step raised {_first_line(exc)}, so nothing distributed "
+            "step-error", f"the one-process step raised {first_line(exc)}, so nothing distributed "
             "can be compared", "make the step run in one process first", device=device,
             mode=f"ddp x{ws}", details={"where": _user_frame(exc.__traceback__)}))
         return
@@ -1067,7 +1045,7 @@ def _check_device(report, source, local, device, ws, seed, timeout, size, keep, 
 def _unused_finding(report, findings, unused, user_finds_unused, model, device, ws, label) -> None:
     by_rank = sorted({r for rs in unused.values() for r in rs})
     names = sorted(unused)
-    mods = list(dict.fromkeys(_module_of(model, n) for n in names))
+    mods = list(dict.fromkeys(module_of(model, n) for n in names))
     everywhere = all(len(rs) == ws for rs in unused.values())
     what = (f"{len(names)} parameter(s) get no gradient on "
             f"{'every rank' if everywhere else 'rank(s) ' + ', '.join(map(str, by_rank))}: "
@@ -1181,7 +1159,7 @@ def _check_as_built(findings, results, source, model, device, label) -> None:
                 "a parameter or buffer keep each rank's own",
                 "seed every rank alike before building the model (torch.manual_seed(seed), not "
                 "seed + rank), or load the same checkpoint on every rank",
-                module=_module_of(model, bad[0][0]), name=bad[0][0], device=device, mode=label,
+                module=module_of(model, bad[0][0]), name=bad[0][0], device=device, mode=label,
                 details={"rank": r, "tensors": [n for n, _ in bad]}))
             return
 
@@ -1215,7 +1193,7 @@ def _check_backend(findings, results, emul: _One, model, device, kind, ws, per_s
             "buffer and so is not synchronised)",
             "make the forward depend only on the batch, parameters and buffers; register "
             "tensors with register_buffer and give every rank the same values",
-            module=_module_of(model, g_bad[0][0]), name=g_bad[0][0], device=device,
+            module=module_of(model, g_bad[0][0]), name=g_bad[0][0], device=device,
             mode=label, details={"ranks": ranks, "rel_err": g_bad[0][1]}))
     for r, res in enumerate(results):
         if g_errs[r] or not against_expected or emul.after is None:
@@ -1230,7 +1208,7 @@ def _check_backend(findings, results, emul: _One, model, device, kind, ws, per_s
                 f"differently from one optimizer step on the same averaged gradient (relative "
                 f"error {u_bad[0][1]:.2g})",
                 "build the optimizer alike on every rank (same lr and options, no rank in them)",
-                module=_module_of(model, u_bad[0][0]), name=u_bad[0][0], device=device,
+                module=module_of(model, u_bad[0][0]), name=u_bad[0][0], device=device,
                 mode=f"{label} rank {r}/{ws}", details={"rank": r, "rel_err": u_bad[0][1]}))
     base = results[0]["after"]
     for r in range(1, len(results)):
@@ -1244,7 +1222,7 @@ def _check_backend(findings, results, emul: _One, model, device, kind, ws, per_s
                 "on each rank",
                 "give every rank the same initial weights, gradients and optimizer (see the other "
                 "findings for which differs)",
-                module=_module_of(model, bad[0][0]), name=bad[0][0], device=device,
+                module=module_of(model, bad[0][0]), name=bad[0][0], device=device,
                 mode=f"{label} rank {r}/{ws}", details={"rank": r, "tensors": [n for n, _ in bad]}))
     return bad_ranks
 
@@ -1354,6 +1332,6 @@ def _check_invariance(report, findings, full: _One, again: _One, emul: _One, mod
         "changes with the world size",
         "compute the loss per sample and average it; normalise by global counts (all_reduce them) "
         "where a per-batch count is needed",
-        module=_module_of(model, bad[0][0]), name=bad[0][0], device=device, mode=label,
+        module=module_of(model, bad[0][0]), name=bad[0][0], device=device, mode=label,
         details={"rel_err": bad[0][1]}))
     return True

@@ -18,10 +18,11 @@ from torch.utils._pytree import tree_flatten
 from torch.utils.module_tracker import ModuleTracker
 
 from . import emulate
+from .compare import DTYPES, rel_l2, round_trip, unit_roundoff
 from .standin import Tracker, module_label
 from .step import TrainingStep, map_tensors, seed_host
 
-__all__ = ["NonFinite", "nonfinite_probe", "unstable_modules", "module_label"]
+__all__ = ["NonFinite", "nonfinite_probe", "unstable_modules", "module_label", "function_module"]
 
 _aten = torch.ops.aten
 #: Ops whose output is uninitialised memory: never "non-finite" by computation.
@@ -75,7 +76,8 @@ class NonFinite:
     ``inputs`` lists ``(dtype, shape, min, max)`` of each floating-point input (finite values).
     ``inputs_finite`` is False when the op already received inf/NaN (from the batch or a
     parameter), so no op created them. ``module`` is the module running it (in backward: the
-    module whose forward created the autograd node).
+    module whose forward created the autograd node). ``in_place``: the op overwrote one of its
+    inputs (``h.mul_(1e5)``); ``inputs`` are read before it ran.
     """
 
     op: str
@@ -84,6 +86,7 @@ class NonFinite:
     backward: bool
     inputs: list[tuple[str, list[int], float, float]] = field(default_factory=list)
     inputs_finite: bool = True
+    in_place: bool = False
 
 
 class _NonFiniteProbe(TorchDispatchMode):
@@ -96,15 +99,21 @@ class _NonFiniteProbe(TorchDispatchMode):
         self.in_backward = False
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        ranges = None
+        if self.first is None and func._schema.is_mutable:
+            try:  # an in-place op overwrites its input: read the inputs before it runs
+                ranges = _ranges(args, kwargs or {})
+            except Exception:  # the probe must never break the user's step
+                pass
         out = func(*args, **(kwargs or {}))
         if self.first is None and func not in EMPTY_FAMILY:
             try:
-                self._check(func, args, kwargs or {}, out)
+                self._check(func, args, kwargs or {}, out, ranges)
             except Exception:  # the probe must never break the user's step
                 pass
         return out
 
-    def _check(self, func, args, kwargs, out) -> None:
+    def _check(self, func, args, kwargs, out, ranges=None) -> None:
         bad = [o for o in _tensors(out)
                if o.is_floating_point() and o.numel() and not bool(torch.isfinite(o).all())]
         if not bad:
@@ -112,20 +121,27 @@ class _NonFiniteProbe(TorchDispatchMode):
         flat = tree_flatten((args, kwargs))[0]
         if any(isinstance(a, float) and not math.isfinite(a) for a in flat):
             return  # a deliberate -inf (masked_fill(mask, -inf), torch.full(..., -inf))
-        ins = [t for t in _tensors((args, kwargs)) if t.is_floating_point() and t.numel()]
-        if any(not bool(torch.isfinite(t).all()) for t in ins):
+        ranges = _ranges(args, kwargs) if ranges is None else ranges
+        if ranges is None:
             return  # inf/NaN handed on from an earlier op: not where it starts
-        ranges, finite = [], True
-        for t in ins:
-            ok = torch.isfinite(t)
-            finite = finite and bool(ok.all())
-            vals = t[ok].float()
-            lo, hi = (float(vals.min()), float(vals.max())) if vals.numel() else (math.nan, math.nan)
-            ranges.append((str(t.dtype).replace("torch.", ""), list(t.shape), lo, hi))
         module = (self.labels.current() if self.in_backward else None) or \
             module_label(self.model, self.tracker.parents)
         self.first = NonFinite(str(func), module, str(bad[0].dtype).replace("torch.", ""),
-                               self.in_backward, ranges, finite)
+                               self.in_backward, ranges, True, func._schema.is_mutable)
+
+
+def _ranges(args, kwargs) -> list | None:
+    """``(dtype, shape, min, max)`` of each floating-point input of an op, or None when one
+    already holds inf/NaN."""
+    out = []
+    for t in _tensors((args, kwargs)):
+        if not (t.is_floating_point() and t.numel()):
+            continue
+        if not bool(torch.isfinite(t).all()):
+            return None
+        vals = t.detach().float()
+        out.append((str(t.dtype).replace("torch.", ""), list(t.shape), float(vals.min()), float(vals.max())))
+    return out
 
 
 def nonfinite_probe(step: TrainingStep, device: str, dtype: torch.dtype, seed: int,
@@ -163,6 +179,34 @@ def nonfinite_probe(step: TrainingStep, device: str, dtype: torch.dtype, seed: i
     return probe.first
 
 
+def function_module(step: TrainingStep, node_name: str, seed: int) -> tuple[str, type] | None:
+    """Where the custom ``torch.autograd.Function`` whose autograd node class is ``node_name``
+    (``"ScaleBackward"`` for ``Scale``) is applied: ``(module label, the Function class)``, the
+    label ``"path (Class)"`` of the module whose forward applied it, or ``"loss_fn (outside
+    the model)"``. Found by replaying the forward in float32 on the CPU with every autograd
+    node labelled by its module; None when the replay never applies it. Exceptions from the
+    step propagate."""
+    model = copy.deepcopy(step.model).float()
+    batch = map_tensors(lambda t: t.to("cpu"), step.batch)
+    labels = _NodeLabels(model)
+    torch.manual_seed(seed)
+    seed_host(seed)
+    try:
+        out = step.loss_fn(model, batch)
+    finally:
+        labels.remove()
+    stack, seen = [t.grad_fn for t in _tensors(out) if t.grad_fn is not None], set()
+    while stack:
+        node = stack.pop()
+        if node is None or node in seen:
+            continue
+        seen.add(node)
+        if type(node).__name__ == node_name and hasattr(node, "_forward_cls"):
+            return labels.labels.get(node, "loss_fn (outside the model)"), node._forward_cls
+        stack.extend(n for n, _ in node.next_functions)
+    return None
+
+
 def _rel_err(a, b) -> float:
     xs = [t for t in _tensors(a) if t.is_floating_point()]
     ys = [t for t in _tensors(b) if t.is_floating_point()]
@@ -177,7 +221,7 @@ def _rel_err(a, b) -> float:
             return math.inf
         num += float((x - y).pow(2).sum())
         den += float(y.pow(2).sum())
-    return math.sqrt(num / den) if den > 0 else (0.0 if num == 0 else math.inf)
+    return rel_l2(math.sqrt(num), math.sqrt(den))
 
 
 def _hooks_off(model: torch.nn.Module) -> list:
@@ -212,9 +256,7 @@ def unstable_modules(step: TrainingStep, device: str, mode: str, seed: int, k: f
     ``[(module label, autocast error, rounding error)]``, innermost modules only, in call
     order; exceptions propagate.
     """
-    from .compare import round_trip, unit_roundoff
-
-    dtype = {"bfloat16": torch.bfloat16, "float16": torch.float16}[mode]
+    dtype = DTYPES[mode]
     u = unit_roundoff(mode)
     model = copy.deepcopy(step.model).to(device).float()
     batch = map_tensors(lambda t: t.to(device), step.batch)

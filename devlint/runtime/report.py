@@ -18,9 +18,10 @@ class Run:
         mode: ``"float32"``, ``"bfloat16"`` (autocast) or ``"float16"`` (autocast and
             ``torch.amp.GradScaler``); ``"-"`` on a row for a device that is not present.
         status: ``"reference"`` (the CPU float32 run everything is compared with), ``"ok"``,
-            ``"mismatch"`` (beyond tolerance), ``"non-finite"`` (inf/NaN loss or gradients),
-            ``"error"`` (the step raised), ``"unsupported"`` (an op has no kernel for this
-            dtype on this device: not the model's fault, not counted), ``"not compared"``
+            ``"mismatch"`` (gradients, updates or buffers beyond tolerance, or a buffer
+            inf/NaN), ``"non-finite"`` (inf/NaN loss or gradients), ``"error"`` (the step
+            raised), ``"unsupported"`` (an op has no kernel for this dtype on this device: not
+            the model's fault, not counted), ``"not compared"``
             (the reference itself failed, or float32 across devices with random draws), or
             ``"skipped"`` (device not present).
         loss: the loss value of the step (float, unitless), ``None`` when not computed.

@@ -17,24 +17,27 @@ from __future__ import annotations
 import contextlib
 import copy
 import math
-import os
 import re
 import warnings
 from dataclasses import dataclass, field
 
 import torch
 
-from . import autocast_policy, by_module, emulate, probes, standin
-from .compare import (Delta, Errors, Rounding, Tolerances, Verdict, judge, measure, needs_floor,
+from . import autocast_policy, by_module, emulate, probes, standin, torch_modules
+from .compare import (DTYPES, Delta, Errors, Rounding, Tolerances, Verdict, judge, measure, needs_floor,
                       resolve_tolerances, round_range, round_trip)
+from .buffers import judge_state, measure_state, went_nonfinite
+from .devices import unavailable as _available
+from .explain import (cause_first, deprecations, master_weights, mismatch_finding, nonfinite_finding,
+                      placement_findings, state_findings, underflow_finding)
+from .names import first_line, raising_function, raising_module
 from .report import Finding, Report, Run
-from .step import Parameters, TrainingStep, fixed_reseed, host_rng_kept, map_tensors, seed_host
+from .step import Parameters, TrainingStep, fixed_reseed, host_rng_kept, map_tensors, scalar_loss, seed_host
 
 __all__ = ["check_step", "MODES", "DEVICES", "MAX_HALVINGS", "INIT_SCALE"]
 
 MODES = ("float32", "bfloat16", "float16")
 DEVICES = ("cpu", "cuda", "mps")
-DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 #: torch.amp.GradScaler's default initial scale.
 INIT_SCALE = 2.0 ** 16
 #: The GradScaler may halve its scale at most this many times (2**16 down to 2**-8) before
@@ -42,9 +45,6 @@ INIT_SCALE = 2.0 ** 16
 #: skipped step each time; devlint finds the first scale that works by bisection (~5 tries)
 #: and reports how many steps training would skip.
 MAX_HALVINGS = 24
-#: At most this many parameters are listed per mismatching run.
-MAX_LISTED = 5
-_HERE = os.path.dirname(os.path.abspath(__file__))
 _LOW = (torch.float16, torch.bfloat16)
 #: Updates are judged only for torch.optim.SGD holding no state but these (momentum, Nesterov,
 #: weight decay: the update is linear in the gradient). Every other optimizer is judged on its
@@ -82,28 +82,17 @@ class _Raw:
     error: str | None = None
     error_kind: str | None = None  # "device", "fp16-grads", "unsupported", "other"
     module: str | None = None
+    op: str | None = None  # the custom autograd Function that raised, if any
     rng_used: bool = False
     kernels: str | None = None  # CPU low-precision runs: "emulated" or "native"
     policy: str | None = None  # low-precision runs: whose autocast rules ("cuda", "cpu", "mps")
     mixes: list = field(default_factory=list)
     unmoved: dict = field(default_factory=dict)
+    state: dict = field(default_factory=dict)  # references: buffers the step changed (CPU)
+    state_nonfinite: list = field(default_factory=list)  # references: (name, count, numel)
     norms: dict = field(default_factory=dict)  # references: squared norms, filled by measure
     floor_errors: Errors | None = None  # the noise-floor run's, when one was measured
     ok: bool = True  # set once judged
-
-
-def _first_line(exc: BaseException) -> str:
-    text = (str(exc).strip().splitlines() or [""])[0].rstrip(".")
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-
-
-def _scalar_loss(loss) -> torch.Tensor:
-    if not isinstance(loss, torch.Tensor):
-        raise TypeError(f"the step returned {type(loss).__name__}; return a scalar tensor loss")
-    if loss.numel() != 1 or not loss.is_floating_point():
-        raise TypeError(f"the step returned a {loss.dtype} tensor of shape {list(loss.shape)}; "
-                        "return a scalar floating-point loss")
-    return loss.reshape(())
 
 
 _MALLOC_TRIM: list = []
@@ -228,10 +217,6 @@ def _update_unused(step: TrainingStep, optimizer) -> bool:
             and not isinstance(optimizer, torch.optim.SGD))
 
 
-class _StepRaised(Exception):
-    """SystemExit/KeyboardInterrupt-free wrapper for a step that called sys.exit()."""
-
-
 def _run(step: TrainingStep, device: str, mode: str, seed: int, *, keep: bool = False,
          stand_in: bool = False, round_to: str | None = None, init_scale: float = INIT_SCALE,
          ref: _Raw | None = None, kernels: str = "emulated", bench: _Bench | None = None) -> _Raw:
@@ -273,12 +258,13 @@ def _run(step: TrainingStep, device: str, mode: str, seed: int, *, keep: bool = 
             ctx = standin.stand_in(model)
             mode_obj, tracker = ctx.__enter__()
             raw.mixes = mode_obj.mixes
+            range_hooks = torch_modules.input_hooks(model, mode_obj)
             target = standin.STAND_IN
         else:
             tracker = None
             target = device
         if round_to:
-            range_hooks = _range_hooks(model, round_to)
+            range_hooks += _range_hooks(model, round_to)
         phase = "moving the model"
         if stand_in:
             standin.to_stand_in(model)
@@ -294,7 +280,7 @@ def _run(step: TrainingStep, device: str, mode: str, seed: int, *, keep: bool = 
                 raise
             # still look for placement bugs (layers in a plain list leave nothing to optimize)
             with torch.autocast(device_type="cpu", enabled=False):
-                _scalar_loss(step.loss_fn(model, batch)).backward()
+                scalar_loss(step.loss_fn(model, batch)).backward()
             raise
         if stand_in:
             standin.prefer_foreach(optimizer)
@@ -337,9 +323,9 @@ def _run(step: TrainingStep, device: str, mode: str, seed: int, *, keep: bool = 
         emu.enter_context(emulate.cpu_kernels(device, DTYPES[mode], kernels, model))
         with torch.autocast(device_type=amp_device, dtype=DTYPES[mode], enabled=mode != "float32"):
             if step.step_fn is not None:
-                loss = _scalar_loss(step.step_fn(model, batch, optimizer, scaler))
+                loss = scalar_loss(step.step_fn(model, batch, optimizer, scaler))
             else:
-                loss = _scalar_loss(step.loss_fn(model, batch))
+                loss = scalar_loss(step.loss_fn(model, batch))
         raw.loss = float(loss.detach().float())
         if tracker is not None:
             tracker_parents = set(tracker.parents)
@@ -366,6 +352,11 @@ def _run(step: TrainingStep, device: str, mode: str, seed: int, *, keep: bool = 
                     scheduler.step()
         hook.remove()
         raw.rng_used = not torch.equal(rng_before, torch.get_rng_state())
+        if step.step_fn is not None and _update_missing(scaler):
+            raw.error_kind, raw.module = "scaler-update", "step_fn (the training step)"
+            raw.error = ("the step calls scaler.step(optimizer) but never scaler.update(): the scale "
+                         "never adapts, and the next step's scaler.unscale_ or scaler.step raises")
+            return raw
         if scaler.is_enabled():
             raw.scaler_used = scaler._scale is not None
             raw.scale = init_scale
@@ -392,7 +383,14 @@ def _run(step: TrainingStep, device: str, mode: str, seed: int, *, keep: bool = 
             return cpu(p) - before
 
         optimizer.state.clear()  # its buffers are not compared: free them first
+        state = _state(model, captured)
+        before = dict(_state(step.model, None))
         if keep:
+            # copies: the working copy's buffers are overwritten by the next run (_Bench)
+            raw.state = {n: _elem(t).to("cpu", torch.float32 if t.is_floating_point() else None, copy=True)
+                         for n, t in state if n in before and not _unchanged(_elem(t), before[n])}
+            raw.state_nonfinite = [(n, k, t.numel()) for n, t in state if n in before
+                                   for k in [went_nonfinite(before[n], _elem(t))] if k]
             raw.grads = {n: None if g is None else cpu(g) for n, g in captured.items()}
             # updates are judged only for optimizers linear in the gradient: for the others the
             # reference keeps none (1x the parameter bytes saved) and update errors are not shown
@@ -401,8 +399,9 @@ def _run(step: TrainingStep, device: str, mode: str, seed: int, *, keep: bool = 
             updates = None if raw.adaptive else {n: Delta(_elem(p), start[n], round_to) for n, p in named}
             raw.errors = measure(ref.loss, ref.grads, ref.updates, raw.loss, captured.items(),
                                  updates, raw.lrs, zeros=mode == "float16", norms=ref.norms)
+            raw.errors.state = measure_state(ref.state, before, ((n, _elem(t)) for n, t in state))
     except Exception as exc:  # noqa: BLE001 - every failure of the user's step is reported
-        raw.error = _first_line(exc)
+        raw.error = first_line(exc)
         text = str(exc)
         if "unscale FP16 gradients" in text:
             raw.error_kind = "fp16-grads"
@@ -412,8 +411,11 @@ def _run(step: TrainingStep, device: str, mode: str, seed: int, *, keep: bool = 
             raw.error_kind = "device"
         else:
             raw.error_kind = "other"
-        raw.module = (_raising_module(model, exc) or standin.module_label(model, tracker_parents)) \
+        raw.module = (raising_module(model, exc) or standin.module_label(model, tracker_parents)) \
             if phase == "step" and model is not None else f"({phase})"
+        fn = raising_function(exc) if phase == "step" else None
+        if fn is not None:
+            _name_function(raw, step, model, exc, fn, seed)
     except SystemExit as exc:
         raw.error = f"the step called sys.exit({exc.code!r})"
         raw.error_kind = "exit"
@@ -429,22 +431,36 @@ def _run(step: TrainingStep, device: str, mode: str, seed: int, *, keep: bool = 
     return raw
 
 
-def _raising_module(model: torch.nn.Module, exc: BaseException) -> str | None:
-    """The innermost module of ``model`` whose ``forward`` (or any method) is on the traceback
-    of ``exc``, as ``"path (Class)"``; None when the step raised outside the model. (The
-    module tracker's record is only read after the forward, so it cannot name it.)"""
-    names = {id(m): n for n, m in model.named_modules()}
+def _name_function(raw: _Raw, step: TrainingStep, model, exc: BaseException, fn: tuple[str, str],
+                   seed: int) -> None:
+    """Name the custom autograd Function that raised (``fn`` from :func:`names.raising_function`)
+    in ``raw.error`` and ``raw.op``, and the module that applied it in ``raw.module`` (a
+    replay of the forward, :func:`probes.function_module`, unless its forward raised inside
+    a module, which the traceback already names)."""
+    node, method = fn
+    name = node.removesuffix("Backward") if node.endswith("Backward") else node
     found = None
-    tb = exc.__traceback__
-    while tb is not None:
-        me = tb.tb_frame.f_locals.get("self")
-        if me is not None and id(me) in names:
-            found = me
-        tb = tb.tb_next
-    if found is None:
-        return None
-    path = names[id(found)]
-    return f"{path} ({type(found).__name__})" if path else f"{type(model).__name__} (the model itself)"
+    if method != "forward" or raising_module(model, exc) is None:
+        try:
+            found = probes.function_module(step, node, seed)
+        except Exception:  # noqa: BLE001 - the diagnosis is best effort
+            found = None
+    if found is not None:
+        raw.module, cls = found
+        name = cls.__qualname__
+    raw.op = f"{name}.{method}"
+    raw.error += f" (in {raw.op}, a custom torch.autograd.Function)"
+
+
+def _update_missing(scaler: torch.amp.GradScaler) -> bool:
+    """True when the step left the enabled ``scaler`` between ``unscale_``/``step`` and
+    ``update`` for some optimizer (its per-optimizer stage is not back to ready, which only
+    ``update()`` does; see ``torch/amp/grad_scaler.py``)."""
+    if not scaler.is_enabled():
+        return False
+    from torch.amp.grad_scaler import OptState
+
+    return any(st.get("stage") is not OptState.READY for st in scaler._per_optimizer_states.values())
 
 
 def _range_hooks(model: torch.nn.Module, round_to) -> list:
@@ -466,6 +482,19 @@ def _range_hooks(model: torch.nn.Module, round_to) -> list:
         return None
 
     return [m.register_forward_hook(hook) for m in model.modules()]
+
+
+def _state(model: torch.nn.Module, captured: dict | None) -> list[tuple[str, torch.Tensor]]:
+    """What the step may change besides trained parameters: every buffer, and (``captured``
+    given: the gradients the optimizer saw) every parameter that got no gradient (an EMA
+    copy kept as a frozen parameter); with ``captured`` None, every parameter, as candidates."""
+    out = list(model.named_buffers())
+    out += [(n, p) for n, p in model.named_parameters() if captured is None or captured.get(n) is None]
+    return out
+
+
+def _unchanged(t: torch.Tensor, before: torch.Tensor) -> bool:
+    return t.shape == before.shape and torch.equal(t.to("cpu", before.dtype), before.to("cpu"))
 
 
 def _elem(t: torch.Tensor) -> torch.Tensor:
@@ -502,315 +531,41 @@ def _settled(step, device, mode, seed, ref, kernels: str = "emulated", bench=Non
     return best
 
 
-def _available(device: str) -> str | None:
-    """None when ``device`` can run here, else the reason it cannot."""
-    if device == "cpu":
-        return None
-    if device == "cuda":
-        return None if torch.cuda.is_available() else "no CUDA device (torch.cuda.is_available() is False)"
-    if device == "mps":
-        mps = getattr(torch.backends, "mps", None)
-        ok = mps is not None and mps.is_available()
-        return None if ok else "no MPS device (torch.backends.mps.is_available() is False)"
-    return f"unknown device {device!r}"
-
-
-def _module_of(model: torch.nn.Module, param: str) -> str:
-    path = param.rsplit(".", 1)[0] if "." in param else ""
-    if not path:
-        return f"{type(model).__name__} (the model itself)"
-    try:
-        return f"{path} ({type(model.get_submodule(path)).__name__})"
-    except AttributeError:
-        return path
-
-
-_MISMATCH = 'on a GPU this step fails with "Expected all tensors to be on the same device"'
-
-
-def placement_findings(raw: _Raw) -> list[Finding]:
-    """Turn the stand-in run's mixes into ``device-placement`` findings, one per distinct
-    tensor (a layer in a plain list counts once)."""
-    findings: list[Finding] = []
-    seen: set = set()
-    for mix in raw.mixes:
-        kind, name, holder = (raw.unmoved.get(mix.key[1], (None,) * 3) if mix.key[0] == "id"
-                              else (None,) * 3)
-        key = (kind, holder or name) if kind else mix.key
-        if key in seen:
-            continue
-        seen.add(key)
-        where = f"{mix.op} in {mix.module}" + (" (backward)" if mix.backward else "")
-        if kind == "attribute":
-            findings.append(Finding(
-                "device-placement",
-                f"tensor attribute {name} is a plain tensor, not a buffer, so model.to(device) "
-                f"leaves it on the CPU; {where} uses it with tensors on the GPU: {_MISMATCH}",
-                "register it in __init__ with self.register_buffer(...)",
-                module=mix.module, name=name, op=mix.op, device="stand-in", related="DEV113"))
-        elif kind == "list":
-            container = name.split("[", 1)[0]
-            findings.append(Finding(
-                "device-placement",
-                f"layer {holder} is held in the plain Python container {container}, so "
-                f"model.to(device) leaves its parameters on the CPU and the optimizer never sees "
-                f"them; {mix.op} uses {name} with tensors on the GPU: {_MISMATCH}",
-                f"hold the layers in nn.ModuleList (or nn.ModuleDict) instead of {container}",
-                module=f"{holder}, in a plain container", name=name, op=mix.op, device="stand-in",
-                related="DEV114"))
-        elif mix.key[0] == "made":
-            maker, maker_module = mix.key[1], mix.key[2]
-            findings.append(Finding(
-                "device-placement",
-                f"{maker} in {maker_module} creates a tensor on the CPU (no device=), and {where} "
-                f"uses it (shape {mix.shape}) with tensors on the GPU: {_MISMATCH}",
-                "pass device=x.device to the factory (or use a registered buffer)",
-                module=maker_module, name=f"tensor of shape {mix.shape} from {maker}", op=mix.op,
-                device="stand-in", related="DEV112"))
-        else:
-            findings.append(Finding(
-                "device-placement",
-                f"a CPU tensor of shape {mix.shape} that the step never moves (a global, a closure, "
-                f"or a batch object devlint cannot walk) is used with tensors on the GPU in {where}; "
-                f"{_MISMATCH}",
-                "move it with .to(device) where the model is moved, or make it a buffer",
-                module=mix.module, name=f"tensor of shape {mix.shape}", op=mix.op, device="stand-in"))
-    return findings
-
-
-def _master_weights(step: TrainingStep) -> Finding | None:
-    low = [(n, p.dtype) for n, p in step.model.named_parameters() if p.dtype in _LOW]
-    if not low:
-        return None
-    name, dtype = low[0]
-    dt = str(dtype).replace("torch.", "")
-    more = f" and {len(low) - 1} more" if len(low) > 1 else ""
-    return Finding(
-        "master-weights",
-        f"{len(low)} parameters are {dt}, not float32 ({name}{more}): updates smaller than "
-        f"{dt} resolution are lost, and torch.amp.GradScaler raises \"Attempting to unscale FP16 "
-        "gradients\"",
-        "keep the model in float32 (drop model.half()) and let torch.autocast cast per op",
-        module=_module_of(step.model, name), name=name, op="GradScaler.unscale_",
-        related="DEV208", details={"count": len(low), "dtype": dt})
-
-
-def _nonfinite_finding(step: TrainingStep, raw: _Raw, runs: dict, seed: int) -> Finding:
-    dtype = DTYPES[raw.mode]
-    try:
-        nf = probes.nonfinite_probe(step, raw.device, dtype, seed, scale=raw.scale or 1.0,
-                                    kernels=raw.kernels or "emulated")
-    except Exception as exc:  # noqa: BLE001
-        nf, why = None, _first_line(exc)
-    else:
-        why = "no op produced inf/NaN when replayed"
-    clean = ""
-    if raw.mode == "float16":
-        o = runs.get((raw.device, "bfloat16"))
-        if o is not None and o.error is None and not o.nonfinite and o.ok:
-            clean = f"; bfloat16 runs clean on {raw.device} (same exponent range as float32)"
-        elif o is not None:
-            clean = f"; bfloat16 is not clean on {raw.device} either"
-    what = "the loss is inf/NaN" if raw.error is None else raw.error
-    if nf is None:
-        return Finding("non-finite", f"{what} in the {raw.mode} run ({why}){clean}",
-                       "find the overflowing op by running the step under torch.autograd.detect_anomaly",
-                       device=raw.device, mode=raw.mode)
-    ins = ", ".join(f"{d} {s} in [{lo:.3g}, {hi:.3g}]" for d, s, lo, hi in nf.inputs) or "no float inputs"
-    limit = f" ({raw.mode} max {torch.finfo(dtype).max:g})" if raw.mode != "float32" else ""
-    phase = "backward of " if nf.backward else ""
-    if nf.inputs_finite:
-        msg = (f"{what} in the {raw.mode} run: the first op whose output is inf/NaN is {phase}{nf.op} in "
-               f"{nf.module}, output {nf.out_dtype}, inputs {ins}{limit}{clean}")
-    else:
-        msg = (f"{what} in the {raw.mode} run: {nf.module} already holds inf/NaN before the step{clean}")
-    fix = ("use dtype=torch.bfloat16 in autocast, scale values down before this op, or run it in "
-           "float32 with torch.autocast(..., enabled=False)")
-    if raw.mode == "float32":
-        fix = "keep this op's inputs in its domain (no log of negatives, no 0/0)"
-    return Finding("non-finite", msg, fix, module=nf.module, op=nf.op, device=raw.device,
-                   mode=raw.mode, details={"inputs": [list(i) for i in nf.inputs],
-                                           "backward": nf.backward, "out_dtype": nf.out_dtype})
-
-
-def _mismatch_finding(step, raw: _Raw, verdict: Verdict, seed: int, tol: Tolerances) -> Finding:
-    model = step.model
-    listed = verdict.worst[:MAX_LISTED]
-    names = "largest parts: " + ", ".join(f"{n} (its own error {e:.1e})" for n, e, _ in listed)
-    more = f" and {len(verdict.worst) - MAX_LISTED} more" if len(verdict.worst) > MAX_LISTED else ""
-    first = listed[0][0].replace(" (update)", "") if listed else None
-    module = _module_of(model, first) if first else "loss_fn"
-    culprit = ""
-    details = {"worst": [list(w) for w in verdict.worst[:20]], "grad_err": verdict.grad_err,
-               "floor": verdict.floor, "loss_err": verdict.loss_err}
-    fit = raw.errors.uniform_factor(tol) if raw.errors is not None else None
-    if fit is not None and abs(fit[0] - 1) > 0.5 and fit[1] < 0.1:
-        # one factor for the whole model: the step rescaled the gradients, no module is unstable
-        c, r = fit
-        where = "step_fn" if step.step_fn is not None else "loss_fn"
-        details.update(factor=c, residual=r)
-        return Finding(
-            "mismatch",
-            f"{raw.mode} gradients on {raw.device} are the float32 ones times {c:.2g}, one factor "
-            f"for the whole model (whole-model error {verdict.grad_err:.1e}, what is left after "
-            f"that factor {r:.1e}): the step rescales gradients, e.g. clips or reads them before "
-            "scaler.unscale_(optimizer), unscales twice or never, or scales the loss by hand",
-            "call scaler.unscale_(optimizer) once per step, after backward and before clipping or "
-            "reading .grad",
-            module=f"{where} (the training step)", device=raw.device, mode=raw.mode,
-            related="DEV205" if raw.mode == "float16" else None, details=details)
-    if raw.mode != "float32":
-        try:
-            unstable = probes.unstable_modules(step, raw.device, raw.mode, seed, k=tol.k,
-                                               kernels=raw.kernels or "emulated")
-        except Exception:  # noqa: BLE001 - the diagnosis is best effort
-            unstable = []
-        if unstable:
-            label, e_low, e_round = unstable[0]
-            module = label
-            culprit = (f"; the first module whose output drifts is {label}: output error "
-                       f"{e_low:.1e} under autocast vs {e_round:.1e} from rounding its inputs")
-            details["unstable_modules"] = [list(u) for u in unstable]
-        overflow = _hidden_overflow(step, raw, seed)
-        if overflow is not None:  # an inf the step then hides (rsqrt(inf) = 0, clamp, where)
-            culprit += overflow[1]
-            module = module if unstable else overflow[0]
-    loss = "" if verdict.loss_ok else f"; loss error {verdict.loss_err:.1e}"
-    if not listed and verdict.missing:
-        names = f"gradients present in only one of the runs: {', '.join(verdict.missing[:MAX_LISTED])}"
-    return Finding(
-        "mismatch",
-        f"{raw.mode} gradients on {raw.device} are beyond what {raw.mode} reaches on this model "
-        f"(whole-model error {verdict.grad_err:.1e}"
-        + (f", noise floor {verdict.floor:.1e}, limit {listed[0][2]:.1e}"
-           if verdict.floor is not None and listed else "")
-        + f"); {names}{more}{loss}{culprit}",
-        "run the named module in float32 (torch.autocast(..., enabled=False) around it, inputs "
-        ".float()), or pass looser Tolerances",
-        module=module, name=first, device=raw.device, mode=raw.mode, details=details)
-
-
-def _hidden_overflow(step, raw: _Raw, seed: int) -> tuple[str, str] | None:
-    """For a mismatching float16 run whose loss and gradients are finite: the first op that
-    still made inf/NaN from finite inputs (the step hid it: ``x * rsqrt(inf)`` is 0), as
-    ``(module, message part)``; None when there is none or the replay fails."""
-    if raw.mode != "float16":
-        return None
-    try:
-        nf = probes.nonfinite_probe(step, raw.device, DTYPES[raw.mode], seed, scale=raw.scale or 1.0,
-                                    kernels=raw.kernels or "emulated")
-    except Exception:  # noqa: BLE001 - the diagnosis is best effort
-        return None
-    if nf is None or not nf.inputs_finite:
-        return None
-    ins = ", ".join(f"{d} {s} in [{lo:.3g}, {hi:.3g}]" for d, s, lo, hi in nf.inputs) or "no float inputs"
-    phase = "backward of " if nf.backward else ""
-    return nf.module, (f"; {phase}{nf.op} in {nf.module} overflows float16 (max 65504) and the step "
-                       f"hides the inf: output {nf.out_dtype}, inputs {ins}")
-
-
-def _underflow_finding(step, raw: _Raw, ref: _Raw, tol: Tolerances) -> Finding | None:
-    """Gradient elements lost to float16 underflow.
-
-    With a GradScaler in use the loss is multiplied by the scale, so what underflows is
-    estimated from the reference: elements non-zero in float32 but below float16's smallest
-    subnormal (2**-24) in magnitude, and how many of them the scaled run keeps; this is
-    information, not an error: the step already does what fixes underflow. Without a scaler (a custom
-    step_fn that never calls ``scaler.scale``) the run's own zeros are counted, and a
-    fraction above ``tol.underflow`` is an error.
-    """
-    total = sum(g.numel() for g in ref.grads.values() if g is not None)
-    if not total or raw.errors is None:
-        return None
-    if not raw.scaler_used:
-        lost = sum(p.zeros for p in raw.errors.params.values())
-        kept, info = 0, False
-    else:
-        tiny = {n: int(torch.count_nonzero((g != 0) & (g.abs() < 2.0 ** -24)))
-                for n, g in ref.grads.items() if g is not None}
-        lost = sum(tiny.values())
-        kept = lost - sum(min(raw.errors.params[n].zeros, m) for n, m in tiny.items() if n in raw.errors.params)
-        info = True  # the step scales its loss: what float16 cannot hold is its range, not a bug
-    frac = lost / total
-    if frac <= tol.underflow:
-        return None
-    worst = max((n for n, g in ref.grads.items() if g is not None),
-                key=lambda n: tiny[n] if raw.scaler_used
-                else raw.errors.params.get(n).zeros if n in raw.errors.params else 0)
-    if raw.scaler_used:
-        msg = (f"{frac:.1%} of gradient elements ({lost} of {total}) are below float16's smallest "
-               f"subnormal (2**-24) and would be zero without loss scaling; the GradScaler at scale "
-               f"{raw.scale:g} keeps {kept} of them")
-    else:
-        msg = (f"{frac:.1%} of gradient elements ({lost} of {total}) are zero in the float16 run but "
-               "non-zero in float32: the step does not scale the loss (scaler.scale(loss) is never called)")
-    return Finding(
-        "underflow", msg, "keep torch.amp.GradScaler with float16 (scaler.scale(loss).backward()), "
-        "or autocast to bfloat16",
-        module=_module_of(step.model, worst), name=worst, op="float16 backward", device=raw.device,
-        mode="float16", related="DEV202",
-        details={"fraction": frac, "lost": lost, "total": total, "kept_by_scaler": kept},
-        severity="info" if info else "error")
-
-
-def _deprecations(caught) -> list[Finding]:
-    out, seen = [], set()
-    for w in caught:
-        if not issubclass(w.category, (DeprecationWarning, FutureWarning)):
-            continue
-        if os.path.abspath(w.filename).startswith(_HERE):
-            continue
-        if "site-packages" in w.filename or "dist-packages" in w.filename:
-            continue  # a library's own deprecations are not the user's to fix
-        text = str(w.message).strip()
-        if text in seen:
-            continue
-        seen.add(text)
-        api = re.match(r"`?([\w.]+)\(", text)
-        said = [p.strip().rstrip(".") for p in re.split(r"(?<=\.)\s+", text) if p.strip()]
-        advice = [p for p in said if p.lower().startswith("please ")]
-        what = "; ".join(p for p in said if p not in advice) or text
-        fix = advice[0][len("please "):] if advice else "use the replacement the warning names"
-        out.append(Finding(
-            "deprecation",
-            f"{os.path.basename(w.filename)}:{w.lineno} raised {w.category.__name__}: {what}", fix,
-            op=api.group(1) if api else None, related="DEV206" if "amp" in text else None,
-            details={"file": w.filename, "line": w.lineno}))
-    return out
-
-
 def _judge_run(step, raw: _Raw, ref: _Raw, tol: Tolerances, seed: int, cross_device: bool,
-               bench=None) -> Verdict:
-    """Judge a finished run; measure the noise floor first when the quick bound is exceeded."""
+               bench=None) -> tuple[Verdict, list]:
+    """Judge a finished run: its gradients (:func:`compare.judge`) and buffers
+    (:func:`buffers.judge_state`, ``(name, error, limit)`` of those beyond tolerance); the
+    noise floor is measured first when either exceeds the quick bound, then the wide floors
+    while either is beyond it."""
     if raw.mode == "float32":
         return judge(raw.errors, "float32", tol, adaptive=raw.adaptive,
-                     fixed_rtol=tol.float32_rtol if (cross_device or step.step_fn) else 1e-5)
-    if not needs_floor(raw.errors, raw.mode, tol):
-        return judge(raw.errors, raw.mode, tol, adaptive=raw.adaptive)
+                     fixed_rtol=tol.float32_rtol if (cross_device or step.step_fn) else 1e-5), []
+    grads_quick = not needs_floor(raw.errors, raw.mode, tol)
+    quick = judge(raw.errors, raw.mode, tol, adaptive=raw.adaptive) if grads_quick else None
+    state = judge_state(raw.errors.state, raw.mode, tol)
+    if grads_quick and not state:
+        return quick, []
     floor = _run(step, ref.device, "float32", seed, ref=ref, round_to=raw.mode, bench=bench)
-    raw.floor_errors = floor.errors
+    raw.floor_errors = None if grads_quick else floor.errors  # only the gradients use it there
     if floor.errors is None:
-        return judge(raw.errors, raw.mode, tol, adaptive=raw.adaptive)
-    verdict = judge(raw.errors, raw.mode, tol, floor=floor.errors, adaptive=raw.adaptive)
-    if verdict.ok:
-        return verdict
-    # beyond k x the floor: is it what a perturbation k times the rounding also costs (kinks)?
-    wide = _run(step, ref.device, "float32", seed, ref=ref, round_to=Rounding(raw.mode, tol.k),
-                bench=bench)
-    if wide.errors is None:
-        return verdict
-    verdict = judge(raw.errors, raw.mode, tol, floor=floor.errors, adaptive=raw.adaptive,
-                    wide_floor=wide.errors)
-    if verdict.ok:
-        return verdict
-    # one perturbation is one sample of how many kinks get crossed: a second, twice as wide
-    # (measured: Reformer's LSH buckets failed the first at 4 of 25 seeds, by at most 1.31x)
-    wide = _run(step, ref.device, "float32", seed, ref=ref, round_to=Rounding(raw.mode, 2 * tol.k),
-                bench=bench)
-    if wide.errors is None:
-        return verdict
-    return judge(raw.errors, raw.mode, tol, floor=floor.errors, adaptive=raw.adaptive,
-                 wide_floor=wide.errors, wide_scale=2 * tol.k)
+        return quick or judge(raw.errors, raw.mode, tol, adaptive=raw.adaptive), []
+    # one perturbation is one sample of how many kinks get crossed: then a second, twice as
+    # wide (measured: Reformer's LSH buckets failed the first at 4 of 25 seeds, by <= 1.31x)
+    wide, scale = None, None
+    for scale in (None, tol.k, 2 * tol.k):
+        if scale is not None:
+            run = _run(step, ref.device, "float32", seed, ref=ref, round_to=Rounding(raw.mode, scale),
+                       bench=bench)
+            if run.errors is None:
+                break
+            wide = run.errors
+        verdict = quick or judge(raw.errors, raw.mode, tol, floor=floor.errors, adaptive=raw.adaptive,
+                                 wide_floor=wide, wide_scale=scale if scale != tol.k else None)
+        state = judge_state(raw.errors.state, raw.mode, tol, floor.errors.state,
+                            wide.state if wide is not None else None) if state else []
+        if verdict.ok and not state:
+            break
+    return verdict, state
 
 
 def _check(step, devices, modes, tolerances, seed, extra_warnings=(), world_size=None,
@@ -846,7 +601,8 @@ def _check(step, devices, modes, tolerances, seed, extra_warnings=(), world_size
         report.runs += dist.runs
         report.findings += dist.findings
         report.notes += dist.notes
-    report.findings.extend(_deprecations([*extra_warnings, *dist_caught, *caught]))
+    report.findings.extend(deprecations([*extra_warnings, *dist_caught, *caught]))
+    report.findings = cause_first(report.findings)
     for w in caught:
         if not issubclass(w.category, (DeprecationWarning, FutureWarning)):
             warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
@@ -857,7 +613,7 @@ def _check(step, devices, modes, tolerances, seed, extra_warnings=(), world_size
 
 
 def _check_into(report: Report, step, devices, modes, tols, seed, kernels: str = "emulated") -> None:
-    mw = _master_weights(step)
+    mw = master_weights(step)
     if mw:
         report.findings.append(mw)
     bench = _Bench(step.model)
@@ -883,12 +639,14 @@ def _check_into(report: Report, step, devices, modes, tols, seed, kernels: str =
         report.findings.append(Finding(
             "step-error", f"{kind}: {ref.error}" if ref.error_kind != "exit" else ref.error,
             "make the step run in float32 on the cpu first; nothing else can be compared",
-            module=ref.module, device="cpu", mode="float32",
+            module=ref.module, op=ref.op, device="cpu", mode="float32",
             details={"exit": ref.error_kind == "exit"}))
     report.runs.append(Run("cpu", "float32", "reference" if not broken else
                            ("error" if ref.error else "non-finite"), loss=ref.loss, error=ref.error))
     if ref.nonfinite:
-        report.findings.append(_nonfinite_finding(step, ref, runs, seed))
+        report.findings.append(nonfinite_finding(step, ref, runs, seed))
+    elif ref.state_nonfinite:
+        report.findings.extend(state_findings(step, ref, [], seed))
     for device in devices:
         reason = _available(device)
         if reason:
@@ -937,7 +695,7 @@ def _row(step, raw: _Raw, ref: _Raw, tol: Tolerances, seed: int, cross: bool, re
         return run
     if raw.nonfinite:
         run.status = "non-finite"
-        report.findings.append(_nonfinite_finding(step, raw, runs, seed))
+        report.findings.append(nonfinite_finding(step, raw, runs, seed))
         return run
     if raw.error:
         run.status = "error"
@@ -951,6 +709,12 @@ def _row(step, raw: _Raw, ref: _Raw, tol: Tolerances, seed: int, cross: bool, re
                     "with device=", module=raw.module, device=raw.device, mode=raw.mode))
         elif any(f.kind == "master-weights" for f in report.findings):
             run.error += " (see the master-weights finding)"
+        elif raw.error_kind == "scaler-update":
+            report.findings.append(Finding(
+                "step-error", f"{raw.error} ({raw.device} {raw.mode})",
+                "call scaler.update() once per step, right after scaler.step(optimizer)",
+                module=raw.module, op="GradScaler.update", device=raw.device, mode=raw.mode,
+                related="DEV204"))
         elif raw.error_kind == "exit":
             report.findings.append(Finding(
                 "step-error", f"{raw.error} on {raw.device} {raw.mode}", "raise an exception instead "
@@ -959,16 +723,18 @@ def _row(step, raw: _Raw, ref: _Raw, tol: Tolerances, seed: int, cross: bool, re
             report.findings.append(Finding(
                 "step-error", f"the step raised {raw.error} on {raw.device} {raw.mode}: an op met "
                 f"a float32 tensor and autocast's {raw.mode} output (the float32 run passes)",
-                f"cast one operand to the other's dtype there (.to(x.dtype)), or run that code "
+                "decorate its forward with @torch.amp.custom_fwd(device_type=...) and its backward "
+                "with @torch.amp.custom_bwd" if raw.op else
+                "cast one operand to the other's dtype there (.to(x.dtype)), or run that code "
                 "under torch.autocast(..., enabled=False) on .float() inputs",
-                module=raw.module, device=raw.device, mode=raw.mode))
+                module=raw.module, op=raw.op, device=raw.device, mode=raw.mode))
         else:
             report.findings.append(Finding(
                 "step-error", f"the step raised {raw.error} on {raw.device} {raw.mode}",
                 f"run the step on {raw.device} in {raw.mode} directly to see the traceback",
-                module=raw.module, device=raw.device, mode=raw.mode))
+                module=raw.module, op=raw.op, device=raw.device, mode=raw.mode))
         return run
-    verdict = _judge_run(step, raw, ref, tol, seed, cross, bench)
+    verdict, beyond = _judge_run(step, raw, ref, tol, seed, cross, bench)
     run.loss_err, run.grad_err, run.floor = verdict.loss_err, verdict.grad_err, verdict.floor
     run.update_err, run.how, run.excluded = verdict.update_err, verdict.how, verdict.excluded
     raw.ok = verdict.ok
@@ -976,9 +742,15 @@ def _row(step, raw: _Raw, ref: _Raw, tol: Tolerances, seed: int, cross: bool, re
                                         ref.grads if raw.mode == "float16" else None)
     if not verdict.ok:
         run.status = "mismatch"
-        report.findings.append(_mismatch_finding(step, raw, verdict, seed, tol))
+        report.findings.append(mismatch_finding(step, raw, verdict, seed, tol))
+    if raw.mode != "float32" and raw.errors is not None:
+        known = {f.name for f in report.findings if f.kind == "non-finite"}
+        buffers = [f for f in state_findings(step, raw, beyond, seed) if f.name not in known]
+        if buffers:
+            run.status, raw.ok = "mismatch", False
+            report.findings.extend(buffers)
     if raw.mode == "float16":
-        uf = _underflow_finding(step, raw, ref, tol)
+        uf = underflow_finding(step, raw, ref, tol)
         if uf:
             report.findings.append(uf)
     return run

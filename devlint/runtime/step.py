@@ -11,7 +11,8 @@ from typing import Any
 
 import torch
 
-__all__ = ["TrainingStep", "Parameters", "map_tensors", "seed_host", "host_rng_kept", "fixed_reseed"]
+__all__ = ["TrainingStep", "Parameters", "map_tensors", "seed_host", "host_rng_kept", "fixed_reseed",
+           "scalar_loss"]
 
 #: The seed of the current run and how many times the step called ``torch.seed()`` in it.
 _RESEED = [0, 0]
@@ -198,3 +199,18 @@ def map_tensors(fn: Callable[[torch.Tensor], Any], obj: Any) -> Any:
         except TypeError:  # a mapping type that cannot be built from pairs (defaultdict)
             return dict(items)
     return obj
+
+
+def scalar_loss(loss, who: str = "the step") -> torch.Tensor:
+    """``loss`` as a 0-dim tensor.
+
+    Raises:
+        TypeError: ``loss`` (what ``who`` returned) is not a one-element floating-point
+            tensor.
+    """
+    if not isinstance(loss, torch.Tensor):
+        raise TypeError(f"{who} returned {type(loss).__name__}; return a scalar tensor loss")
+    if loss.numel() != 1 or not loss.is_floating_point():
+        raise TypeError(f"{who} returned a {loss.dtype} tensor of shape {list(loss.shape)}; "
+                        "return a scalar floating-point loss")
+    return loss.reshape(())

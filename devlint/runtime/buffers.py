@@ -1,0 +1,119 @@
+"""How a run's buffers are judged against the reference's after the step.
+
+A step changes more than parameters: BatchNorm's running mean and variance, an EMA copy of
+the weights, a step counter. Evaluation and the next steps read them, so a buffer that a
+low precision breaks (a float16 ``running_var`` that overflowed to inf) breaks training as
+surely as a gradient does, though the loss and gradients of this step are fine.
+
+Buffers (and parameters that get no gradient: an EMA teacher kept as parameters) are
+compared with the reference's by the rule :mod:`devlint.runtime.compare` applies to
+gradients: relative L2 error, within ``quick`` unit roundoffs at once, else within ``k``
+times the same buffer's error in the noise-floor run (or its wide floor). Elements that
+were finite before the step and are inf/NaN after it are counted apart: always a finding.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+import torch
+
+from .compare import Tolerances, rel_l2, unit_roundoff
+
+__all__ = ["StateError", "went_nonfinite", "measure_state", "judge_state"]
+
+
+@dataclass
+class StateError:
+    """One buffer (BatchNorm running statistics, an EMA copy, a step counter), or a parameter
+    that gets no gradient, of one run against the reference after the step.
+
+    ``error`` is the relative L2 error ``||s - s_ref|| / ||s_ref||`` over the elements finite
+    in both (unitless; for an integer or bool tensor, ``exact``, the fraction of elements that
+    differ); ``nonfinite`` counts the elements inf/NaN here that were finite before the step
+    and are finite in the reference; ``n`` is the element count.
+    """
+
+    name: str
+    n: int
+    error: float
+    nonfinite: int = 0
+    exact: bool = False
+
+
+def went_nonfinite(before: torch.Tensor, after: torch.Tensor) -> int:
+    """How many elements of ``after`` are inf/NaN where ``before`` (the same tensor before the
+    step, any device) was finite; 0 for integer tensors or a changed shape."""
+    if not after.is_floating_point() or after.shape != before.shape:
+        return 0
+    a = after.detach().to("cpu")
+    if bool(torch.isfinite(a).all()):
+        return 0
+    return int((~torch.isfinite(a) & torch.isfinite(before.detach().to("cpu"))).sum())
+
+
+def measure_state(ref: Mapping[str, torch.Tensor], before: Mapping[str, torch.Tensor],
+                  state: Iterable[tuple[str, torch.Tensor]]) -> dict[str, StateError]:
+    """Compare a run's buffers after the step with the reference's.
+
+    Args:
+        ref: the reference's values after the step (CPU tensors) of the tensors the reference
+            step changed; any other name's reference value is its ``before`` value.
+        before: every tensor's value before the step (``step.model``'s own, CPU).
+        state: ``(name, tensor)`` pairs of the run after its step, any device and dtype.
+
+    Returns:
+        :class:`StateError` by name, only for the tensors that differ from the reference
+        (floating tensors compared in float32; a changed shape is left out).
+    """
+    out: dict[str, StateError] = {}
+    for name, t in state:
+        b = before.get(name)
+        if b is None or t.shape != b.shape:
+            continue
+        a = t.detach().to("cpu")
+        r = ref.get(name, b)
+        if not a.is_floating_point():
+            r = r.to(a.dtype)
+            if not torch.equal(a, r):
+                out[name] = StateError(name, a.numel(), float((a != r).sum()) / max(a.numel(), 1), exact=True)
+            continue
+        a, r = a.float(), r.float()
+        if torch.equal(a, r):
+            continue
+        fin = torch.isfinite(a) & torch.isfinite(r)
+        bad = int((~torch.isfinite(a) & torch.isfinite(b.float()) & torch.isfinite(r)).sum())
+        d, rr = (a - r)[fin].double(), r[fin].double()
+        out[name] = StateError(name, a.numel(), rel_l2(float(d.norm()), float(rr.norm())), bad)
+    return out
+
+
+def judge_state(errors: Mapping[str, StateError], mode: str, tol: Tolerances,
+                floor: Mapping[str, StateError] | None = None,
+                wide_floor: Mapping[str, StateError] | None = None) -> list[tuple[str, float, float]]:
+    """The buffers of a run beyond tolerance, as ``(name, error, limit)``, worst first.
+
+    The rule of :func:`judge`, per buffer: within ``tol.quick`` unit roundoffs passes at once
+    (never for an integer or bool buffer: those must be equal); otherwise, with the noise-floor
+    run's errors ``floor``, within ``tol.k`` times that buffer's floor error, or within the
+    wide floor's error. Without ``floor`` every buffer beyond the quick bound is returned (the
+    caller then measures the floor). Buffers that went inf/NaN are not listed (see
+    :attr:`StateError.nonfinite`): they are findings of their own.
+    """
+    quick = tol.quick * unit_roundoff(mode)
+    out = []
+    for name, e in errors.items():
+        if e.nonfinite or (not e.exact and e.error <= quick):
+            continue
+        if floor is None:
+            out.append((name, e.error, 0.0 if e.exact else quick))
+            continue
+        f = floor.get(name)
+        limit = tol.k * (f.error if f is not None else 0.0)
+        w = (wide_floor or {}).get(name)
+        if w is not None:
+            limit = max(limit, w.error)
+        if not e.error <= limit:
+            out.append((name, e.error, limit))
+    return sorted(out, key=lambda x: -x[1] / max(x[2], 1e-30))

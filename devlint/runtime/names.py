@@ -1,0 +1,72 @@
+"""How the runtime report names what it points at: modules, parameters, buffers, exceptions.
+
+Every finding names a module as ``"path (Class)"`` (``"encoder.fc1 (Linear)"``), the model
+itself as ``"Class (the model itself)"``, and an exception by its first line.
+"""
+
+from __future__ import annotations
+
+import re
+
+import torch
+
+__all__ = ["first_line", "module_of", "raising_module", "raising_function"]
+
+
+def first_line(exc: BaseException) -> str:
+    """``"Type: first line of the message"`` (trailing period dropped), or ``"Type"``."""
+    text = (str(exc).strip().splitlines() or [""])[0].rstrip(".")
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def module_of(model: torch.nn.Module, name: str) -> str:
+    """The module holding the parameter or buffer ``name`` (``"blocks.0.fc.weight"``, a
+    trailing ``" (buffer)"`` ignored), as ``"blocks.0.fc (Linear)"``; the bare path when it
+    is not a submodule of ``model``."""
+    name = name.removesuffix(" (buffer)")
+    path = name.rsplit(".", 1)[0] if "." in name else ""
+    if not path:
+        return f"{type(model).__name__} (the model itself)"
+    try:
+        return f"{path} ({type(model.get_submodule(path)).__name__})"
+    except AttributeError:
+        return path
+
+
+def raising_module(model: torch.nn.Module, exc: BaseException) -> str | None:
+    """The innermost module of ``model`` whose ``forward`` (or any method) is on the traceback
+    of ``exc``, as ``"path (Class)"``; None when the step raised outside the model. (A module
+    tracker's record is only read after the forward, so it cannot name it.)"""
+    names = {id(m): n for n, m in model.named_modules()}
+    found = None
+    tb = exc.__traceback__
+    while tb is not None:
+        me = tb.tb_frame.f_locals.get("self")
+        if me is not None and id(me) in names:
+            found = me
+        tb = tb.tb_next
+    if found is None:
+        return None
+    path = names[id(found)]
+    return f"{path} ({type(found).__name__})" if path else f"{type(model).__name__} (the model itself)"
+
+
+def raising_function(exc: BaseException) -> tuple[str, str] | None:
+    """``(autograd node class name, "forward"/"backward")`` of the custom
+    ``torch.autograd.Function`` that raised ``exc``: the innermost one on its traceback, found
+    by its ``ctx`` argument (the autograd node, whose ``_forward_cls`` is the Function), else
+    the one the autograd engine names in the message (``"Function ScaleBackward returned an
+    invalid gradient"``: backward); None when there is none."""
+    found = None
+    tb = exc.__traceback__
+    while tb is not None:
+        frame = tb.tb_frame
+        ctx = frame.f_locals.get("ctx")
+        cls = getattr(ctx, "_forward_cls", None)
+        if isinstance(cls, type) and issubclass(cls, torch.autograd.Function):
+            found = (type(ctx).__name__, frame.f_code.co_name)
+        tb = tb.tb_next
+    if found is None:
+        named = re.search(r"\bFunction (\w+Backward)\b", str(exc))
+        found = (named.group(1), "backward") if named else None
+    return found

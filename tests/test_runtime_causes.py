@@ -1,0 +1,219 @@
+"""check_step names the cause: buffers after the step, in-place overflows, a GradScaler never
+updated, a custom autograd Function that raises, masks handed to torch's attention modules,
+and findings listed cause first. Tiny models, CPU only."""
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import torch.nn as nn  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+from devlint.runtime import Tolerances, TrainingStep, check_step  # noqa: E402
+from devlint.runtime.buffers import judge_state, measure_state  # noqa: E402
+from devlint.runtime.explain import cause_first  # noqa: E402
+from devlint.runtime.report import Finding  # noqa: E402
+
+
+def _ce(model, batch):
+    x, y = batch
+    return F.cross_entropy(model(x), y)
+
+
+def _sgd(params):
+    return torch.optim.SGD(params, lr=0.1)
+
+
+def _step(model, x, **kw):
+    return TrainingStep(model, (x, torch.randint(0, 3, (x.shape[0],))), _ce, _sgd, **kw)
+
+
+@pytest.fixture(autouse=True)
+def _seeded():
+    torch.manual_seed(0)
+
+
+# ----------------------------------------------------------------------------- buffers
+
+
+def test_measure_state_counts_what_went_non_finite_and_skips_equal_buffers():
+    before = {"bn.running_var": torch.ones(4), "bn.num_batches_tracked": torch.tensor(0),
+              "mask": torch.tensor([0.0, float("-inf")])}
+    ref = {"bn.running_var": torch.tensor([2.0, 2.0, 2.0, 2.0]), "bn.num_batches_tracked": torch.tensor(1)}
+    run = [("bn.running_var", torch.tensor([2.0, float("inf"), 2.0, 2.002])),
+           ("bn.num_batches_tracked", torch.tensor(1)), ("mask", torch.tensor([0.0, float("-inf")]))]
+    errs = measure_state(ref, before, run)
+    assert set(errs) == {"bn.running_var"}  # equal counters and an unchanged -inf mask are fine
+    e = errs["bn.running_var"]
+    assert e.nonfinite == 1 and e.error == pytest.approx(0.002 / 2 / 3 ** 0.5, rel=1e-3)
+    assert judge_state(errs, "float16", Tolerances()) == []  # non-finite: a finding of its own
+
+
+def test_judge_state_uses_the_quick_bound_then_the_floor():
+    tol = Tolerances()
+    ref = {"b": torch.ones(100)}
+    before = {"b": torch.zeros(100)}
+    small = measure_state(ref, before, [("b", torch.ones(100) * (1 + 2 ** -11))])
+    assert judge_state(small, "float16", tol) == []
+    big = measure_state(ref, before, [("b", torch.ones(100) * 1.1)])
+    assert [n for n, *_ in judge_state(big, "float16", tol)] == ["b"]  # needs a floor
+    floor = measure_state(ref, before, [("b", torch.ones(100) * 1.01)])
+    assert judge_state(big, "float16", tol, floor) == []  # 0.1 <= 24 x 0.01
+    assert [n for n, *_ in judge_state(big, "float16", tol, {})] == ["b"]  # the floor run kept it exact
+    counter = measure_state({"n": torch.tensor(2)}, {"n": torch.tensor(0)}, [("n", torch.tensor(1))])
+    assert counter["n"].exact and [n for n, *_ in judge_state(counter, "float16", tol, {})] == ["n"]
+
+
+class HalfStats(nn.Module):
+    """A BatchNorm kept in float16 (buffers too) on features of scale 1e3: its running variance
+    passes 65504 and becomes inf in every run, the float32 one included."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(6, 8)
+        self.bn = nn.BatchNorm1d(8, affine=False).half()
+        self.head = nn.Linear(8, 3)
+
+    def forward(self, x):
+        return self.head(self.bn(self.fc(x).half()).float())
+
+
+def test_a_buffer_that_becomes_inf_in_float32_is_named_with_its_module():
+    r = check_step(_step(HalfStats(), torch.randn(8, 6) * 5000), devices=["cpu"], modes=["float32"])
+    (f,) = r.errors
+    assert (f.kind, f.name, f.module, f.mode) == ("non-finite", "bn.running_var", "bn (BatchNorm1d)", "float32")
+    assert "inf/NaN after the float32 step" in f.message
+
+
+class CancellingStats(nn.Module):
+    """Keeps a running variance as E[y^2] - E[y]^2 of ``y = h + 100`` in h's own dtype:
+    bfloat16 holds y to 0.5, so the variance cancels away; the output does not use it."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(6, 8)
+        self.register_buffer("running_var", torch.ones(8))
+        self.head = nn.Linear(8, 3)
+
+    def forward(self, x):
+        h = self.fc(x)
+        with torch.no_grad():
+            y = h + 100.0
+            var = (y * y).mean(0) - y.mean(0) * y.mean(0)  # bug: cancellation in h's dtype
+            self.running_var.copy_(var.float())
+        return self.head(F.relu(h))
+
+
+def test_a_buffer_beyond_the_noise_floor_is_a_mismatch_naming_it():
+    r = check_step(_step(CancellingStats(), torch.randn(16, 6)), devices=["cpu"], modes=["bfloat16"])
+    found = [f for f in r.errors if f.name == "running_var"]
+    assert found and found[0].kind == "mismatch" and found[0].module == "CancellingStats (the model itself)", str(r)
+    assert next(run for run in r.runs if run.mode == "bfloat16").status == "mismatch"
+
+
+def test_batchnorm_buffers_of_a_correct_model_pass():
+    model = nn.Sequential(nn.Linear(6, 16), nn.BatchNorm1d(16), nn.ReLU(), nn.Linear(16, 3))
+    r = check_step(_step(model, torch.randn(16, 6) * 3), devices=["cpu"])
+    assert r.ok, str(r)
+
+
+# ----------------------------------------------------------------------------- causes
+
+
+class InPlace(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(6, 8)
+        self.head = nn.Linear(8, 3)
+
+    def forward(self, x):
+        h = self.fc(x)
+        h.mul_(1e5)  # overflows float16, in place
+        return self.head(F.gelu(h) / 1e5)
+
+
+def test_an_in_place_overflow_is_named_as_in_place():
+    r = check_step(_step(InPlace(), torch.randn(4, 6)), devices=["cpu"], modes=["float16"])
+    (f,) = r.errors
+    assert f.kind == "non-finite" and f.op == "aten.mul_.Tensor" and "in place" in f.message, str(r)
+
+
+def _no_update(model, batch, optimizer, scaler):
+    loss = _ce(model, batch)
+    scaler.scale(loss).backward()
+    scaler.step(optimizer)
+    return loss
+
+
+def _with_update(model, batch, optimizer, scaler):
+    loss = _no_update(model, batch, optimizer, scaler)
+    scaler.update()
+    return loss
+
+
+def test_a_step_that_never_updates_the_scaler_is_named_so():
+    model = nn.Sequential(nn.Linear(6, 8), nn.ReLU(), nn.Linear(8, 3))
+    r = check_step(_step(model, torch.randn(4, 6), step_fn=_no_update), devices=["cpu"], modes=["float16"])
+    (f,) = r.errors
+    assert f.op == "GradScaler.update" and f.related == "DEV204" and "never scaler.update()" in f.message
+    assert "optimizer.step()" not in str(r)
+    ok = check_step(_step(model, torch.randn(4, 6), step_fn=_with_update), devices=["cpu"], modes=["float16"])
+    assert ok.ok, str(ok)
+
+
+class Doubled(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad[:, :1]  # bug: the wrong shape
+
+
+class UsesDoubled(nn.Module):
+    def forward(self, x):
+        return Doubled.apply(x)
+
+
+def test_an_error_in_a_custom_function_names_the_function_and_its_module():
+    model = nn.Sequential(nn.Linear(6, 8), UsesDoubled(), nn.Linear(8, 3))
+    r = check_step(_step(model, torch.randn(4, 6)), devices=["cpu"], modes=["float32"])
+    (f,) = r.errors
+    assert f.kind == "step-error" and f.op == "Doubled.backward" and f.module == "1 (UsesDoubled)", str(r)
+    assert "Doubled.backward, a custom torch.autograd.Function" in f.message
+
+
+class MaskAttribute(nn.Module):
+    def __init__(self, kind):
+        super().__init__()
+        self.kind = kind
+        self.embed = nn.Linear(6, 16)
+        self.enc = nn.TransformerEncoder(nn.TransformerEncoderLayer(16, 2, 32, batch_first=True), 1)
+        self.mask = nn.Transformer.generate_square_subsequent_mask(5)
+        if kind == "buffer":
+            del self.mask
+            self.register_buffer("mask", nn.Transformer.generate_square_subsequent_mask(5))
+        self.head = nn.Linear(16, 3)
+
+    def forward(self, x):
+        return self.head(self.enc(self.embed(x), mask=self.mask).mean(1))
+
+
+@pytest.mark.parametrize("kind", ["attribute", "buffer"])
+def test_a_mask_attribute_handed_to_torch_attention_is_a_placement_finding(kind):
+    r = check_step(_step(MaskAttribute(kind), torch.randn(2, 5, 6)), devices=["cpu"], modes=["float32"])
+    if kind == "buffer":
+        assert r.ok, str(r)
+        return
+    (f,) = r.errors
+    assert (f.kind, f.name, f.op) == ("device-placement", "mask", "TransformerEncoder(mask=)"), str(r)
+    assert f.module == "enc (TransformerEncoder)"
+
+
+def test_findings_are_listed_cause_first():
+    kinds = ["mismatch", "deprecation", "non-finite", "underflow", "step-error", "mismatch", "master-weights"]
+    found = [Finding(k, str(i), "") for i, k in enumerate(kinds)]
+    assert [f.kind for f in cause_first(found)] == [
+        "master-weights", "step-error", "underflow", "non-finite", "mismatch", "mismatch", "deprecation"]
+    assert [f.message for f in cause_first(found) if f.kind == "mismatch"] == ["0", "5"]
