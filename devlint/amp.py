@@ -27,7 +27,7 @@ from typing import Iterator
 
 import libcst as cst
 
-from .autocast import AUTOCAST, Region, dtype_of, parse_region
+from .autocast import AUTOCAST, BoundContext, Region, bound_context, dtype_of, parse_region
 from .modules import is_module_class, is_module_constructor, strip_module_methods
 from .names import dotted
 from .rule import Analysis, Rule, Site
@@ -58,6 +58,8 @@ _NOT_TENSORS = {
 }
 _OPTIMIZER = re.compile(r"(optim|^opt$|^opt_|_opt$|^opt\d)")
 _MODULE_NAME = re.compile(r"(^|_)(model|net|network)$")
+#: bound values that may make a name open an autocast region (:func:`bound_context`)
+_MAY_OPEN = (cst.Call, cst.IfExp, cst.Lambda, cst.Name, cst.Attribute)
 
 
 class Event:
@@ -97,8 +99,8 @@ class Frame:
         self.scaled_names: set[str] = set()
         #: scaler name -> (order, loops) of its first ``GradScaler(...)`` construction in this frame
         self.built: dict[str, tuple[int, tuple[int, ...]]] = {}
-        #: context-manager name -> (the autocast region bound to it, the path of that binding)
-        self.contexts: dict[str, tuple[Region, tuple]] = {}
+        #: name -> (the autocast context or factory bound to it, the path of that binding)
+        self.contexts: dict[str, tuple[BoundContext, tuple]] = {}
 
     def of(self, *kinds: str) -> Iterator[Event]:
         return (e for e in self.events if e.kind in kinds)
@@ -121,7 +123,7 @@ class AmpAnalysis(Analysis):
         self.self_scalers: set[str] = set()
         self.self_optimizers: set[str] = set()
         #: ``self.<x>`` bound to an autocast call anywhere in the file (see :meth:`_bind_context`)
-        self.self_contexts: dict[str, tuple[Region, tuple]] = {}
+        self.self_contexts: dict[str, tuple[BoundContext, tuple]] = {}
         self.module_classes: set[str] = set()
         self._order = 0
         self._path: list[tuple[cst.If, int]] = []
@@ -281,10 +283,11 @@ class AmpAnalysis(Analysis):
             self.frame.stack.pop()
 
     def _bound_region(self, expr: cst.BaseExpression) -> Region | None:
-        """``with ctx:`` where ``ctx`` (or ``self.ctx``) was bound to an autocast call, on
-        either arm of an ``if`` or of a conditional expression (``nullcontext()`` on the
-        other): the region opened again at this item."""
-        name = dotted(expr)
+        """``with ctx:`` (or ``with ctx(...):`` for a factory) where ``ctx`` (or ``self.ctx``)
+        was bound to autocast (:func:`devlint.autocast.bound_context`), on either arm of an
+        ``if`` or of a conditional expression (``nullcontext()`` on the other): the region
+        opened again at this item."""
+        name = dotted(expr.func if expr.__class__ is cst.Call else expr)
         if name is None or self.frame is None:
             return None
         found = self.self_contexts.get(name) if name.startswith("self.") else next(
@@ -292,25 +295,26 @@ class AmpAnalysis(Analysis):
         )
         if found is None:
             return None
-        return found[0].opened_at(expr, getattr(self.ctx, "statement_index", 0), tuple(self._path))
+        return found[0].opened(expr, self.ctx, getattr(self.ctx, "statement_index", 0), tuple(self._path))
 
     def _bind_context(self, name: str, value: cst.BaseExpression) -> None:
-        """Track names bound to an autocast call (:meth:`_bound_region`). A later binding to
-        something else replaces it when it runs wherever the autocast binding did (same arm or
-        an enclosing one); on another arm (``else: ctx = nullcontext()``) it is kept, as a
-        region that may be off."""
+        """Track names bound to autocast (:meth:`_bound_region`). A later binding to something
+        else replaces it when it runs wherever the autocast binding did (same arm or an
+        enclosing one); on another arm (``else: ctx = nullcontext()``) it is kept, as a region
+        that may be off."""
         contexts = self.self_contexts if name.startswith("self.") else self.frame.contexts
-        region = self.region(value) if value.__class__ is cst.Call or value.__class__ is cst.IfExp else None
+        kind = value.__class__
+        bound = bound_context(value, self.ctx) if kind in _MAY_OPEN else None
         path = tuple(self._path)
-        if region is not None:
-            contexts[name] = (region, path)
+        if bound is not None:
+            contexts[name] = (bound, path)
             return
         held = contexts.get(name)
         if held is not None:
             if held[1][: len(path)] == path:
                 del contexts[name]
             else:
-                held[0].enabled = "expr" if held[0].enabled is True else held[0].enabled
+                held[0].maybe_off = True
 
     def current_region(self) -> Region | None:
         """The innermost open autocast region if it is enabled (``None`` under a nested

@@ -132,3 +132,62 @@ def dtype_of(expr: cst.BaseExpression, ctx) -> str | None:
     if name and name.startswith("torch."):
         return name[6:]
     return None
+
+
+class BoundContext:
+    """What a name bound to autocast opens when entered: ``region`` for a context manager
+    (``ctx = torch.autocast(...)``, entered as ``with ctx:``), or ``func`` and its leading
+    ``args`` for a factory of one (``partial(torch.autocast, ...)``, ``lambda: torch.autocast(...)``,
+    ``torch.autocast`` itself; entered as ``with ctx(...):``). ``maybe_off``: the name may hold
+    something else (``nullcontext()``) on another arm."""
+
+    __slots__ = ("region", "func", "args", "maybe_off")
+
+    def __init__(self, region: Region | None = None, func=None, args: tuple = (), maybe_off: bool = False) -> None:
+        self.region, self.func, self.args, self.maybe_off = region, func, args, maybe_off
+
+    def opened(self, item: cst.BaseExpression, ctx, top: int, path: tuple) -> Region | None:
+        """The region the ``with`` item ``item`` (the name, or a call of it) opens, if any."""
+        if self.region is not None:
+            if item.__class__ is cst.Call:
+                return None
+            region = self.region.opened_at(item, top, path)
+        else:
+            if item.__class__ is not cst.Call:
+                return None
+            found = parse_region(cst.Call(func=self.func, args=(*self.args, *item.args)), ctx, top)
+            if found is None:
+                return None
+            region = found.opened_at(item, top, path)
+        if self.maybe_off and region.enabled is True:
+            region.enabled = "expr"
+        return region
+
+
+def bound_context(value: cst.BaseExpression, ctx) -> BoundContext | None:
+    """What binding ``value`` to a name makes of it (:class:`BoundContext`), or ``None`` when
+    it opens no autocast region. One arm of a conditional expression is enough
+    (``torch.autocast if use_amp else nullcontext``)."""
+    kind = value.__class__
+    if kind is cst.Call or kind is cst.IfExp:
+        region = parse_region(value, ctx)
+        if region is not None:
+            return BoundContext(region, maybe_off=region.enabled == "expr")
+    if kind is cst.IfExp:
+        for side in (value.body, value.orelse):
+            found = bound_context(side, ctx)
+            if found is not None:
+                found.maybe_off = True
+                return found
+        return None
+    if kind is cst.Lambda and not value.params.params and value.body.__class__ is cst.Call:
+        body = value.body
+        return BoundContext(func=body.func, args=tuple(body.args)) if ctx.resolve(body.func) in AUTOCAST else None
+    if kind is cst.Call and ctx.resolve(value.func) == "functools.partial" and value.args:
+        first = value.args[0]
+        if first.keyword is None and not first.star and ctx.resolve(first.value) in AUTOCAST:
+            return BoundContext(func=first.value, args=tuple(value.args[1:]))
+        return None
+    if (kind is cst.Name or kind is cst.Attribute) and ctx.resolve(value) in AUTOCAST:
+        return BoundContext(func=value)
+    return None

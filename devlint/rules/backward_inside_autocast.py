@@ -20,16 +20,19 @@ class BackwardInsideAutocast(FrameRule):
 
     @staticmethod
     def candidate(facts) -> bool:
-        """Pre-check: an autocast call and a backward."""
-        return has_backward(facts) and bool(facts.calls_to(AUTOCAST))
+        """Pre-check: a backward and a name that may be autocast (called, or bound and
+        entered later: `partial(torch.autocast, ...)`)."""
+        return has_backward(facts) and facts.refers_to(AUTOCAST)
 
     what_it_does = """
 Flags `.backward()` (also `scaler.scale(loss).backward()` and `torch.autograd.backward(...)`)
 lexically inside an enabled autocast region: a `with torch.autocast(...)` block (any
 spelling: `torch.amp.autocast`, `torch.cuda.amp.autocast`, `torch.cpu.amp.autocast`, a bare
-imported `autocast`, also among several `with` items) or a function decorated with one. A
-region with a literal `enabled=False`, and a nested `autocast(enabled=False)` block, are left
-alone."""
+imported `autocast`, also among several `with` items) or a function decorated with one, also
+through a context manager held in a variable (`ctx = torch.autocast(...)`, or chosen on either
+arm of an `if` or conditional expression with `nullcontext()` on the other, then `with ctx:`;
+`self.ctx` set in another method counts too). A region with a literal `enabled=False`, and a
+nested `autocast(enabled=False)` block, are left alone."""
     why_bad = """
 Autocast should wrap only the forward pass and the loss. Backward ops run in the dtype autocast
 chose for the matching forward ops anyway; running backward under autocast is not recommended
@@ -42,6 +45,15 @@ x = torch.randn(4, 8, device=dev)
 with torch.autocast(dev, dtype=torch.float16):
     loss = model(x).mean()
     scaler.scale(loss).backward()  # expect: DEV201
+''',
+        '''from contextlib import nullcontext
+
+dev = "cuda" if torch.cuda.is_available() else "cpu"
+ctx = nullcontext() if dev == "cpu" else torch.autocast(dev, dtype=torch.bfloat16)
+model = nn.Linear(8, 1).to(dev)
+with ctx:
+    loss = model(torch.randn(4, 8, device=dev)).mean()
+    loss.backward()  # expect: DEV201
 ''',
         '''from torch.cpu.amp import autocast  # expect: DEV206
 

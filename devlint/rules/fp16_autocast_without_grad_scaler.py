@@ -16,8 +16,9 @@ class Fp16AutocastWithoutGradScaler(FrameRule):
 
     @staticmethod
     def candidate(facts) -> bool:
-        """Pre-check: an autocast call and a backward."""
-        return has_backward(facts) and bool(facts.calls_to(AUTOCAST))
+        """Pre-check: a backward and a name that may be autocast (called, or bound and
+        entered later: `partial(torch.autocast, ...)`)."""
+        return has_backward(facts) and facts.refers_to(AUTOCAST)
 
     what_it_does = """
 Flags a float16 autocast region (`dtype=torch.float16`/`torch.half`, or no dtype on CUDA:
