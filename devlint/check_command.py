@@ -175,6 +175,7 @@ def _fix_files(run: Run, groups, stdin: dict[str, bytes]) -> tuple[int, Counter,
     errors: list[Finding] = []
     for config, files in groups:
         select, group_ignore = run.selection(config)
+        _use_torch_version(run, config)
         for path in files:
             name = args.stdin_filename or path if path == "-" else path
             ignore = [*group_ignore, *config.ignored_codes(name)]
@@ -283,6 +284,7 @@ def check_once(run: Run) -> int:
     rules_ran: dict[str, type] = {}
     for config, paths in groups:
         select, ignore = run.selection(config)
+        _use_torch_version(run, config)
         rules = enabled_rules(select, ignore)
         if not rules and not any(PARSE_ERROR.startswith(s) or s.startswith(PARSE_ERROR) for s in select):
             raise UsageError(f"no rule matches --select {','.join(select)}")
@@ -379,6 +381,7 @@ def _add_noqa(run: Run, groups) -> int:
     total = 0
     for config, files in groups:
         select, ignore = run.selection(config)
+        _use_torch_version(run, config)
         for path in files:
             if path == "-" or path.endswith(".ipynb"):
                 continue
@@ -447,3 +450,11 @@ def _set_torch_version(run: Run) -> None:
         first = (run.args.paths or ["."])[0]
         version = run.config(first).torch_version
     settings.set_torch_version(version)
+
+
+def _use_torch_version(run: Run, config) -> None:
+    """The torch-version of the files of one configuration: ``--torch-version``, else that
+    configuration's own (a key like every other: per file, not from the first path)."""
+    from . import settings
+
+    settings.set_torch_version(run.torch_version or config.torch_version)

@@ -296,3 +296,21 @@ def test_a_flag_conditional_keeps_its_flag():
     new, count = fix_source(source.encode(), "a.py", ["DEV"], [], unsafe=True)
     assert count == 1 and b'device=("cuda" if torch.cuda.is_available() else "cpu") if args.cuda else "cpu")' in new
     assert_stable(new.decode(), unsafe=True)
+
+
+def test_dev206_fix_then_dev101_converges_without_a_device_in_scope():
+    """Issue 23: DEV206's safe fix writes GradScaler("cuda"), which DEV101 reports; with no
+    device in scope (a notebook, a script) DEV101 offers the guarded choice, so --unsafe-fixes
+    leaves no finding of either (DEV102's .cuda() has no fix there: a variable is the author's)."""
+    source = ("import torch\nfrom torch.cuda.amp import GradScaler, autocast\nscaler = GradScaler()\n"
+              "with autocast():\n    pass\n")
+    safe, _ = fix_source(source.encode(), "a.py", ["DEV"], [])
+    assert b'GradScaler("cuda")' in safe
+    dev101 = [f for f in lint(safe.decode(), "a.py") if f.code == "DEV101"]
+    assert len(dev101) == 2 and all(f.fix is not None and not f.fix.safe for f in dev101)
+    new, _ = fix_source(source.encode(), "a.py", ["DEV"], [], unsafe=True)
+    text = new.decode()
+    assert 'scaler = GradScaler("cuda" if torch.cuda.is_available() else "cpu")' in text
+    assert 'with autocast("cuda" if torch.cuda.is_available() else "cpu"):' in text
+    assert lint(text, "a.py") == []
+    assert fix_source(new, "a.py", ["DEV"], [], unsafe=True)[1] == 0

@@ -257,8 +257,8 @@ def test_notebook_fix_and_diff(tmp_tree):
 def test_torch_version_uses_torch_accelerator(tmp_tree):
     source = 'import torch\nDEVICE = "cuda"\nmodel = torch.nn.Linear(2, 2).to(DEVICE)\n'
     root = tmp_tree({"pyproject.toml": "[tool.devlint]\ntorch-version = \"2.6\"\n", "a.py": source})
-    message = full("--output-format", "concise", "a.py", cwd=root).stdout
-    assert "torch.accelerator.current_accelerator() if torch.accelerator.is_available()" in message
+    shown = full("--output-format", "full", "a.py", cwd=root).stdout  # the fix on offer, under the finding
+    assert "help: fall back to the CPU: torch.accelerator.current_accelerator().type if torch.accelerator.is_available()" in shown
     full("--fix", "--unsafe-fixes", "a.py", cwd=root)
     assert (root / "a.py").read_text().splitlines()[1] == (
         'DEVICE = torch.accelerator.current_accelerator().type if torch.accelerator.is_available() else "cpu"')
@@ -293,3 +293,17 @@ def test_pre_commit_hook_runs_serially():
 
     hook = yaml.safe_load((ROOT / ".pre-commit-hooks.yaml").read_text())[0]
     assert hook["require_serial"] is True
+
+
+def test_torch_version_is_per_file_whatever_the_order(tmp_tree):
+    """Issue 23: torch-version came from the first path named; it is a key like any other."""
+    source = 'import torch\nDEVICE = "cuda"\nmodel = torch.nn.Linear(2, 2).to(DEVICE)\n'
+    root = tmp_tree({"a/pyproject.toml": '[tool.devlint]\ntorch-version = "2.6"\n', "a/t.py": source,
+                     "b/pyproject.toml": '[tool.devlint]\ntorch-version = "2.4"\n', "b/t.py": source})
+    one = full("--no-cache", "a/t.py", "b/t.py", cwd=root).stdout
+    assert one == full("--no-cache", "b/t.py", "a/t.py", cwd=root).stdout
+    helps = [line for line in one.splitlines() if "help:" in line]
+    assert "torch.accelerator" in helps[0] and "torch.cuda.is_available()" in helps[1]
+    full("--fix", "--unsafe-fixes", "b/t.py", "a/t.py", cwd=root)
+    assert "torch.accelerator" in (root / "a" / "t.py").read_text()
+    assert 'DEVICE = "cuda" if torch.cuda.is_available() else "cpu"' in (root / "b" / "t.py").read_text()

@@ -71,7 +71,8 @@ def test_sarif_has_the_required_fields(project):
     assert len(log["runs"]) == 1
     run = log["runs"][0]
     driver = run["tool"]["driver"]
-    assert driver["name"] == "devlint" and driver["version"] and driver["informationUri"].startswith("https://")
+    assert driver["name"] == "devlint" and driver["version"]
+    assert "informationUri" not in driver  # no published home page: no link to a missing one
     ids = [r["id"] for r in driver["rules"]]
     assert ids == [r.code for r in all_rules()]
     for rule in driver["rules"]:

@@ -61,3 +61,16 @@ def test_runtime_finds_the_src_package(repo):
     script = devlint("runtime", "train.py:make_step", "--mode", "float32", cwd=repo)
     assert script.returncode == 0, script.stderr
     assert re.search(r"sys\.path: added (\., )?src to import the target", script.stdout)
+
+
+def test_fix_converges_to_no_fixable_finding(repo):
+    fixed = devlint("check", "--no-cache", "--fix", "--unsafe-fixes", "--output-format", "concise", ".", cwd=repo)
+    assert fixed.returncode == 1, fixed.stderr
+    left = json.loads(devlint("check", "--no-cache", "--output-format", "json", ".", cwd=repo).stdout)
+    assert left and all(item["fix"] is None for item in left)  # nothing more to fix, safe or not
+    assert {item["code"] for item in left} == {"DEV102"}  # .cuda() with no device in scope
+    train = (repo / "train.py").read_text()
+    assert 'scaler = GradScaler("cuda" if torch.cuda.is_available() else "cpu")' in train
+    notebook = json.loads((repo / "explore.ipynb").read_text())
+    assert notebook["cells"][2]["source"][1] == \
+        'scaler = torch.amp.GradScaler("cuda" if torch.cuda.is_available() else "cpu")\n'

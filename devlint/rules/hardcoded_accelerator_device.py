@@ -19,7 +19,7 @@ class HardcodedAcceleratorDevice(Rule):
 
     code = "DEV101"
     name = "hardcoded-accelerator-device"
-    message = 'hardcoded device "{device}": choose the device once, e.g. torch.device({choice}), and pass it along'
+    message = 'hardcoded device "{device}": choose the device once, with a CPU fallback'
     triggers = ('"cuda', "'cuda", '"mps', "'mps", '"xpu', "'xpu", "torch.cuda.")
     needs_torch = False  # .to("cuda") needs no import
 
@@ -53,7 +53,9 @@ guard: it also moves tensors that library code (a DataLoader's sampler) expects 
 The program then fails on a machine without that accelerator (a laptop, a CPU-only CI runner)
 with `AssertionError: Torch not compiled with CUDA enabled` or `RuntimeError: Found no NVIDIA
 driver`, although nothing in it needs CUDA. Choosing the device once and passing it along lets
-the same code run on every machine."""
+the same code run on every machine: `device = torch.device("cuda" if torch.cuda.is_available()
+else "cpu")`, or from torch 2.6 on, for any accelerator (CUDA, MPS, XPU),
+`torch.accelerator.current_accelerator() if torch.accelerator.is_available() else "cpu"`."""
     flagged = (
         '''model = torch.nn.Linear(4, 2).to("cuda")  # expect: DEV101
 x = torch.randn(3, 4, device="cuda")  # expect: DEV101
@@ -94,12 +96,12 @@ The fix is unsafe: it changes where the code runs. Where a device is already in 
 `device`/`dev`/`*_device` variable or parameter, `self.device`, `args.device` with a
 `--device` option, the `.device` of a `forward` input), the literal is replaced by it:
 `.to("cuda")` becomes `.to(device)`, `torch.autocast("cuda")` becomes
-`torch.autocast(device.type)` (`torch.device(x).type` when the variable may be a string). A
-literal that *defines* the device (`DEVICE = "cuda:0"`, `device = torch.device("cuda")`) becomes
-the guarded choice `"cuda" if torch.cuda.is_available() else "cpu"`; with `torch-version =
+`torch.autocast(device.type)` (`torch.device(x).type` when the variable may be a string). The
+device type of `torch.autocast`/`torch.amp.autocast`/`torch.amp.GradScaler` with no device in
+scope (a notebook, a script: what DEV206's fix leaves), and a literal that *defines* the device (`DEVICE = "cuda:0"`,
+`device = torch.device("cuda")`) become the guarded choice `"cuda" if torch.cuda.is_available() else "cpu"`; with `torch-version =
 "2.6"` or later in `[tool.devlint]`, `torch.accelerator.current_accelerator().type if
-torch.accelerator.is_available() else "cpu"`, which also picks MPS or XPU (the message then
-suggests `torch.accelerator` too). Elsewhere, with no device
+torch.accelerator.is_available() else "cpu"`, which also picks MPS or XPU. Elsewhere, with no device
 in scope, there is no fix: which variable to pass is the author's choice."""
     requires = (DeviceScope,)
 
@@ -228,6 +230,10 @@ in scope, there is no fix: which variable to pass is the author's choice."""
         if keyword == "pin_memory_device":
             return None
         if keyword == "device_type" or (literal is first and name not in (None, "torch.set_default_device") and name.startswith("torch.")):
+            if scope.device() is None and name in _AMP_DEVICE_TYPE:
+                # autocast/GradScaler name a device type, none in scope (a notebook, a script):
+                # the guarded choice, so that DEV206's fix to torch.amp(..."cuda") is not a dead end
+                return self._choice(literal)
             return self._replace(literal, scope.device(), "type")
         return self._replace(literal, scope.device(), "device")
 
@@ -275,26 +281,18 @@ def _flagged_arm(expr: cst.BaseExpression, ctx) -> cst.BaseExpression | None:
     return None
 
 
+#: Calls whose first argument is a device *type* that the guarded choice may replace.
+_AMP_DEVICE_TYPE = frozenset({"torch.autocast", "torch.amp.autocast", "torch.amp.GradScaler", "torch.GradScaler"})
+
 _TEST = {
     "cuda": "torch.cuda.is_available()",
     "mps": "torch.backends.mps.is_available()",
     "xpu": "torch.xpu.is_available()",
 }
-_ACCELERATOR_CHOICE = 'torch.accelerator.current_accelerator() if torch.accelerator.is_available() else "cpu"'
-
-_CHOICE = {
-    "cuda": '"cuda" if torch.cuda.is_available() else "cpu"',
-    "mps": '"mps" if torch.backends.mps.is_available() else "cpu"',
-    "xpu": '"xpu" if torch.xpu.is_available() else "cpu"',
-}
-
-
 def _message(template: str, device: str) -> str:
-    """The message with the device and a guarded choice for that kind of device (any
-    accelerator through ``torch.accelerator`` when ``torch-version`` is 2.6 or later)."""
-    if settings.has_accelerator_api():
-        return template.format(device=device, choice=_ACCELERATOR_CHOICE)
-    return template.format(device=device, choice=_CHOICE[device.split(":", 1)[0]])
+    """The message for ``device`` (under 80 characters with the code: the guarded choice to
+    write is in the rule's docs and its fix)."""
+    return template.format(device=device)
 
 
 def _cuda_tensor_type(node: cst.CSTNode, ctx) -> str | None:
