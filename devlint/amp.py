@@ -84,7 +84,7 @@ class Frame:
     """The module or one function: its events, autocast regions and local bindings."""
 
     __slots__ = ("kind", "node", "parent", "events", "regions", "stack", "scalers", "optimizers", "modules", "scaled_names",
-                 "built", "contexts")
+                 "built", "contexts", "opens")
 
     def __init__(self, kind: str, node: cst.CSTNode, parent: "Frame | None") -> None:
         self.kind, self.node, self.parent = kind, node, parent
@@ -101,6 +101,9 @@ class Frame:
         self.built: dict[str, tuple[int, tuple[int, ...]]] = {}
         #: name -> (the autocast context or factory bound to it, the path of that binding)
         self.contexts: dict[str, tuple[BoundContext, tuple]] = {}
+        #: for a function: [an autocast it returns or yields inside, whether it may return other
+        #: things, its key in AmpAnalysis.context_functions]
+        self.opens: list = [None, False, ""]
 
     def of(self, *kinds: str) -> Iterator[Event]:
         return (e for e in self.events if e.kind in kinds)
@@ -124,6 +127,9 @@ class AmpAnalysis(Analysis):
         self.self_optimizers: set[str] = set()
         #: ``self.<x>`` bound to an autocast call anywhere in the file (see :meth:`_bind_context`)
         self.self_contexts: dict[str, tuple[BoundContext, tuple]] = {}
+        #: functions (``name``, methods ``self.name``) of the file seen so far that return an
+        #: autocast context or yield inside one (``@contextmanager``)
+        self.context_functions: dict[str, BoundContext] = {}
         self.module_classes: set[str] = set()
         self._order = 0
         self._path: list[tuple[cst.If, int]] = []
@@ -158,6 +164,9 @@ class AmpAnalysis(Analysis):
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         frame = Frame("function", node, self.frame)
+        scope = self.ctx.scope  # the function's own (the engine enters it first)
+        method = scope is not None and scope.parent is not None and scope.parent.kind == "class"
+        frame.opens[2] = ("self." if method else "") + node.name.value
         for decorator in node.decorators:
             region = self.region(decorator.decorator)
             if region is not None:
@@ -167,8 +176,33 @@ class AmpAnalysis(Analysis):
         self.frame = frame
 
     def leave_FunctionDef(self, node: cst.FunctionDef) -> None:
-        self.closed = self.frame
-        self.frame = self.frame.parent
+        frame = self.closed = self.frame
+        self.frame = frame.parent
+        bound, other, key = frame.opens
+        if bound is not None:  # `def maybe_autocast(): return autocast(...)`, a @contextmanager yielding under one
+            bound.maybe_off = bound.maybe_off or other
+            self.context_functions[key] = bound
+        else:
+            self.context_functions.pop(key, None)
+
+    def visit_Return(self, node: cst.Return) -> None:
+        frame = self.frame
+        if frame is None or frame.kind != "function":
+            return
+        value = node.value
+        bound = bound_context(value, self.ctx) if value is not None and value.__class__ in _MAY_OPEN else None
+        if bound is not None and bound.region is not None:
+            frame.opens[0] = frame.opens[0] or bound
+        else:
+            frame.opens[1] = True
+
+    def visit_Yield(self, node: cst.Yield) -> None:
+        frame = self.frame
+        region = self.current_region()
+        if frame is not None and frame.kind == "function" and region is not None and frame.opens[0] is None:
+            decorators = {self.ctx.resolve(d.decorator) for d in frame.node.decorators}
+            if "contextlib.contextmanager" in decorators:
+                frame.opens[0] = BoundContext(region, maybe_off=region.enabled == "expr")
 
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
         if is_module_class(node, self.ctx, self.module_classes):
@@ -290,12 +324,17 @@ class AmpAnalysis(Analysis):
         name = dotted(expr.func if expr.__class__ is cst.Call else expr)
         if name is None or self.frame is None:
             return None
+        top, path = getattr(self.ctx, "statement_index", 0), tuple(self._path)
+        made = self.context_functions.get(name) if expr.__class__ is cst.Call else None
+        if made is not None:  # with maybe_autocast():
+            region = made.region.opened_at(expr, top, path, "expr" if made.maybe_off else None)
+            return region
         found = self.self_contexts.get(name) if name.startswith("self.") else next(
             (f.contexts[name] for f in self.frame.chain() if name in f.contexts), None
         )
         if found is None:
             return None
-        return found[0].opened(expr, self.ctx, getattr(self.ctx, "statement_index", 0), tuple(self._path))
+        return found[0].opened(expr, self.ctx, top, path)
 
     def _bind_context(self, name: str, value: cst.BaseExpression) -> None:
         """Track names bound to autocast (:meth:`_bound_region`). A later binding to something
@@ -305,6 +344,9 @@ class AmpAnalysis(Analysis):
         contexts = self.self_contexts if name.startswith("self.") else self.frame.contexts
         kind = value.__class__
         bound = bound_context(value, self.ctx) if kind in _MAY_OPEN else None
+        if bound is None and kind is cst.Call:
+            made = self.context_functions.get(dotted(value.func) or "")
+            bound = BoundContext(made.region, maybe_off=made.maybe_off) if made is not None else None
         path = tuple(self._path)
         if bound is not None:
             contexts[name] = (bound, path)

@@ -31,7 +31,10 @@ spelling: `torch.amp.autocast`, `torch.cuda.amp.autocast`, `torch.cpu.amp.autoca
 imported `autocast`, also among several `with` items) or a function decorated with one, also
 through a context manager held in a variable (`ctx = torch.autocast(...)`, or chosen on either
 arm of an `if` or conditional expression with `nullcontext()` on the other, then `with ctx:`;
-`self.ctx` set in another method counts too). A region with a literal `enabled=False`, and a
+`self.ctx` set in another method counts too), a factory of one (`functools.partial(torch.autocast,
+...)`, `torch.autocast if use_amp else nullcontext`, entered as `with ctx():`), or a function of
+the file that returns an autocast context or is a `@contextmanager` yielding inside one
+(`with maybe_autocast():`). A region with a literal `enabled=False`, and a
 nested `autocast(enabled=False)` block, are left alone."""
     why_bad = """
 Autocast should wrap only the forward pass and the loss. Backward ops run in the dtype autocast
