@@ -9,43 +9,56 @@ from ..names import dotted
 
 _ACCUMULATION_WORDS = ("accum", "sync_grad", "sync_gradients", "gradient_accumulation", "update_freq", "micro")
 #: calls that read a configuration without changing between passes
-_PURE_CALLS = frozenset({"len", "getattr", "hasattr", "isinstance", "bool", "int", "float"})
+_PURE_CALLS = frozenset({"len", "getattr", "hasattr", "isinstance", "bool", "int", "float", "get"})
 
 
-def _accumulates(amp, test) -> bool:
+def _accumulates(amp, test, bound: dict | None = None) -> bool:
     """Does an ``if`` test read as a gradient-accumulation boundary: a modulo
-    (``(i + 1) % accum == 0``) or a name about accumulation (``is_accumulating``, ``sync_gradients``)?"""
-    text = amp._printer.code_for_node(test).lower()
+    (``(i + 1) % accum == 0``) or a name about accumulation (``is_accumulating``, ``sync_gradients``)?
+    A name the loop assigns counts by its value (``boundary = step % accum == 0``)."""
+    code = amp._printer.code_for_node
+    texts = [code(test)]
+    if bound:
+        stack = [test]
+        while stack:
+            node = stack.pop()
+            if node.__class__ is cst.Name:
+                texts += [code(v) for v in bound.get(node.value, ()) if v is not None]
+            stack.extend(node.children)
+    text = " ".join(texts).lower()
     return "%" in text or any(w in text for w in _ACCUMULATION_WORDS)
 
 
-def _bound_in(loop: cst.CSTNode) -> set[str]:
-    """Dotted names (``step``, ``self.step``) that the loop binds: its targets and every
-    assignment, augmented assignment, ``with ... as`` and inner loop target in its body."""
-    bound: set[str] = set()
+def _bound_in(loop: cst.CSTNode) -> dict[str, list]:
+    """Dotted names (``step``, ``self.step``) that the loop binds, each with the values a plain
+    assignment gives it (``None`` for another binding): its targets and every assignment,
+    augmented assignment, ``with ... as`` and inner loop target in its body."""
+    bound: dict[str, list] = {}
     stack = [loop]
     while stack:
         node = stack.pop()
         t = node.__class__
-        targets = ()
+        targets, value = (), None
         if t is cst.For:
             targets = (node.target,)
         elif t is cst.Assign:
-            targets = tuple(a.target for a in node.targets)
+            targets, value = tuple(a.target for a in node.targets), node.value
         elif t is cst.AugAssign or t is cst.AnnAssign:
             targets = (node.target,)
         elif t is cst.WithItem and node.asname is not None:
             targets = (node.asname.name,)
         elif t is cst.NamedExpr:
-            targets = (node.target,)
+            targets, value = (node.target,), node.value
         for target in targets:
-            elements = [e.value for e in target.elements] if isinstance(target, (cst.Tuple, cst.List)) else [target]
-            bound.update(n for n in map(dotted, elements) if n)
+            plain = not isinstance(target, (cst.Tuple, cst.List))
+            elements = [target] if plain else [e.value for e in target.elements]
+            for name in filter(None, map(dotted, elements)):
+                bound.setdefault(name, []).append(value if plain else None)
         stack.extend(node.children)
     return bound
 
 
-def _varying(test: cst.BaseExpression, bound: set[str]) -> bool:
+def _varying(test: cst.BaseExpression, bound: dict) -> bool:
     """Can an ``if`` test inside the loop change from one pass to the next? Yes when it reads a
     name the loop binds (``if (i + 1) % accum == 0``, ``if is_last:``), holds a ``%`` or a call
     (``if should_step():``), or is a flag named after an accumulation boundary
@@ -64,8 +77,8 @@ def _varying(test: cst.BaseExpression, bound: set[str]) -> bool:
         if t is cst.Modulo:
             return True
         if t is cst.Call:
-            if dotted(node.func) not in _PURE_CALLS:
-                return True
+            if (dotted(node.func) or "").rsplit(".", 1)[-1] not in _PURE_CALLS:
+                return True  # `cfg.get("clip")`, `len(x)`: pure; their receiver and arguments are read on
         elif t is cst.Name or t is cst.Attribute:
             name = dotted(node)
             if name is not None:
@@ -101,7 +114,8 @@ class UnscaleMoreThanOnce(FrameRule):
 Flags `scaler.unscale_(optimizer)` inside a loop when the same scaler's `update()` sits in the
 same loop body under a gradient-accumulation condition that does not also hold the `unscale_`
 (a modulo or a name about accumulation: `if (i + 1) % accum == 0: scaler.step(opt);
-scaler.update()` after an unconditional `unscale_` and clip). An `unscale_` under a
+scaler.update()` after an unconditional `unscale_` and clip; also a name the loop assigns
+from such a test, `boundary = step % accum == 0`). An `unscale_` under a
 configuration test that holds for the whole loop (`if cfg.clip_grad:`, `if max_norm > 0:`: it
 reads nothing the loop binds) still runs on every pass when it holds, and so does the
 accumulating arm of `if accum > 1: <update every accum passes> else: <update every pass>`:
@@ -162,7 +176,7 @@ the second micro-step of every accumulation window crashes."""
             if not mine or any(u.path == unscale.path[: len(u.path)] for u in mine):
                 continue  # no update in this loop body, or one that runs whenever unscale_ does
             loop = self.amp.loop_nodes.get(unscale.loops[-1])
-            bound = _bound_in(loop) if loop is not None else set()
+            bound = _bound_in(loop) if loop is not None else {}
             if not any(_varying(node.test, bound) for node, _ in unscale.path):
                 if self._every_pass(unscale, mine, bound):
                     self.report_at(unscale, self.message.format(scaler=unscale.scaler))
@@ -179,11 +193,11 @@ the second micro-step of every accumulation window crashes."""
                 tests.append(node.test)
             if any(len(a) > 1 for a in arms.values()):
                 continue  # an update on both arms of one `if`
-            if not all(_accumulates(self.amp, t) for t in tests):
+            if not all(_accumulates(self.amp, t, bound) for t in tests):
                 continue  # `if grad_norm < limit:` and other data-dependent skips: not this rule's case
             self.report_at(unscale, self.message.format(scaler=unscale.scaler))
 
-    def _every_pass(self, unscale, updates, bound: set[str]) -> bool:
+    def _every_pass(self, unscale, updates, bound: dict) -> bool:
         """``unscale_`` runs on every pass of the loop (its tests hold for the whole loop): is
         there a setting of the other whole-loop tests (``if accum > 1:``) under which every
         ``update()`` that can run waits on an accumulation test that changes between passes?"""
@@ -200,14 +214,14 @@ the second micro-step of every accumulation window crashes."""
         settings = [fixed(u) for u in updates]
         for u, setting in zip(updates, settings):
             tests = [node for node, _ in u.path if _varying(node.test, bound)]
-            if not tests or not all(_accumulates(amp, t) for t in tests):
+            if not tests or not all(_accumulates(amp, t, bound) for t in tests):
                 continue  # an update that runs every pass in this setting, or a data-dependent one
             live = [v for v, other in zip(updates, settings) if all(setting.get(k, a) == a for k, a in other.items())]
             arms: dict[int, set[int]] = {}
             safe = False
             for v in live:
                 varying = [(node, arm) for node, arm in v.path if _varying(node.test, bound)]
-                if not varying or not all(_accumulates(amp, node.test) for node, _ in varying):
+                if not varying or not all(_accumulates(amp, node.test, bound) for node, _ in varying):
                     safe = True  # runs every pass here, or on a test this rule cannot read
                 for node, arm in varying:
                     arms.setdefault(id(node), set()).add(arm)
