@@ -38,6 +38,7 @@ import re
 
 import libcst as cst
 
+from .batches import BATCH_CALL, BATCH_PARAMS, ITERATING_WRAPPERS
 from .guards import string_value
 from .modules import is_module_class
 from .names import dotted
@@ -71,7 +72,7 @@ _VIEWS = frozenset("T mT H mH data real imag grad".split())
 _TENSOR_META = frozenset("shape device dtype ndim is_cuda requires_grad layout names".split())
 #: Methods of a module that return the module itself.
 _SELF_METHODS = frozenset("eval train float half double bfloat16 requires_grad_ share_memory".split())
-_PASSTHROUGH_ITER = frozenset({"tqdm", "iter", "list", "tuple", "sorted", "reversed", "trange_over"})
+_PASSTHROUGH_ITER = frozenset({"tqdm", "iter", "list", "tuple", "sorted", "reversed"}) | ITERATING_WRAPPERS
 #: ``model.generate(...)`` and the like call the model (RULES.md DEV111)
 _MODEL_METHODS = frozenset({"generate", "forward", "encode"})
 #: wrappers that keep the placement of the module they wrap (DataParallel scatters: not here)
@@ -96,6 +97,20 @@ _CPU_SIDE_ITEMS = frozenset(
     "sentence sentences prompt prompts str string strings word words raw uid uids url urls".split()
 )
 _SCATTERS = ("DataParallel", "DistributedDataParallel")
+#: methods of a module that are no forward pass
+_MODULE_API = frozenset(
+    "to cuda cpu apply train eval parameters named_parameters modules named_modules children named_children "
+    "state_dict load_state_dict register_buffer register_parameter register_forward_hook register_forward_pre_hook "
+    "register_full_backward_hook add_module zero_grad requires_grad_ half float double bfloat16 type get_submodule "
+    "get_parameter get_buffer buffers named_buffers extra_repr share_memory save_pretrained resize_token_embeddings "
+    "get_input_embeddings get_output_embeddings config device dtype".split()
+)
+#: callees that keep or show their arguments without computing with them
+_NOT_COMPUTING = frozenset(
+    "append extend insert add update put set setdefault get pop extend len print str repr format isinstance "
+    "type id hash dict list tuple set zip enumerate range sorted min max any all getattr setattr hasattr "
+    "cpu numpy item tolist detach clone to cuda size dim float int bool info debug warning error".split()
+)
 _MODULE_NAME = re.compile(r"(model|net|module|encoder|decoder|backbone|classifier)", re.I)
 _SCALAR_ANNOTATIONS = frozenset({"int", "float", "bool", "str", "Optional[int]", "Optional[float]", "Optional[bool]"})
 
@@ -140,7 +155,7 @@ class ClassInfo:
 class Frame:
     """A module body or a function body."""
 
-    __slots__ = ("vars", "parent", "cls", "self_name", "node", "name", "returns", "moved", "silent", "forward", "kind", "moved_groups")
+    __slots__ = ("vars", "parent", "cls", "self_name", "node", "name", "returns", "moved", "silent", "forward", "kind", "moved_groups", "params", "rebound")
 
     def __init__(self, kind: str, node, parent: "Frame | None", cls: ClassInfo | None, self_name: str | None) -> None:
         self.kind, self.node, self.parent, self.cls, self.self_name = kind, node, parent, cls, self_name
@@ -152,6 +167,10 @@ class Frame:
         self.moved_groups: set[int] = set()
         self.silent = bool(parent and parent.silent) or bool(cls and cls.silent)
         self.forward = bool(cls and cls.is_module and self.name == "forward" and self_name)
+        #: parameters that may be items of one batch handed to a step function
+        #: (``def train_step(self, x, y)``: group ``id(node)``), and the names rebound since
+        self.params: set[str] = set()
+        self.rebound: set[str] = set()
 
 
 class DeviceFlow(Analysis):
@@ -170,6 +189,8 @@ class DeviceFlow(Analysis):
         self.device_datasets: set[str] = set()
         self.device_dataset_names: set[str] = set()
         self._branches: list[list] = []
+        #: the kinds of the subjects of the ``match`` statements being walked
+        self._subjects: list[V | None] = []
         self._memo: dict[int, V | None] = {}
         #: the CPU-side argument of the last :meth:`check_call` (a :class:`libcst.Arg`), or None
         self.culprit: cst.Arg | None = None
@@ -233,12 +254,15 @@ class DeviceFlow(Analysis):
         """(kind of the called model or loss, the expression naming it) for ``model(...)``,
         ``self.net(...)``, ``model.generate/forward/encode(...)``; ``(None, None)`` otherwise."""
         if func.__class__ is cst.Name:
-            return self.lookup(func.value), func
+            v = self.lookup(func.value)
+            return (None if v is not None and v.kind == PITEM else v), func
         if func.__class__ is cst.Attribute:
             if self.is_self(func.value):
                 return self.self_attr(func.attr.value), func
             if func.attr.value in _MODEL_METHODS:
                 receiver = self.value(func.value)
+                if receiver is not None and receiver.kind == PITEM:
+                    receiver = None  # a method's parameter: unknown
                 if receiver is not None and (receiver.module or receiver.kind == PARAM):
                     return receiver, func.value
                 if receiver is None and self.model_named(func.value):
@@ -253,7 +277,14 @@ class DeviceFlow(Analysis):
         name = dotted(expr)
         if name is None or name in self.functions or name in self.local_modules:
             return False
-        return bool(_MODEL_CALLEE.search(name.rsplit(".", 1)[-1]))
+        parts = name.split(".")
+        if _MODEL_CALLEE.search(parts[-1]):
+            return True
+        # model.feature_extractor, self.model.encoder: a submodule of a model
+        return (
+            len(parts) > 1 and not parts[-1].startswith("_") and parts[-1] not in _MODULE_API
+            and any(_MODEL_CALLEE.search(p) for p in parts[:-1])
+        )
 
     def loss_named(self, expr: cst.BaseExpression | None) -> bool:
         """``criterion``, ``loss_fn``, ``self.ce_loss``: a name that says "a loss function"."""
@@ -280,20 +311,30 @@ class DeviceFlow(Analysis):
         loss = (known and callee.loss) or (not known and (self.is_loss_function(func) or self.loss_named(named)))
         modelish = known and callee.kind == DEV
         unknown_model = not known and not loss and self.model_named(named)
-        if not (modelish or loss or unknown_model or (callee is not None and callee.kind == PARAM)):
+        helper = not (modelish or loss or unknown_model or (callee is not None and callee.kind == PARAM))
+        if helper and not (self.frame.moved_groups and (self._mixing_callee(func) or (
+                func.__class__ is cst.Attribute and func.attr.value == "update" and self._computing_update(call)))):
             return none
         values = [(arg, self.value(arg.value)) for arg in call.args]
         moved = set(self.frame.moved_groups)
         moved.update(v.group for _, v in values if v is not None and v.group is not None and v.kind in (DEV, DEVB))
-        cpu = dev = evidence = False
+        cpu = dev = evidence = explicit = False
         loaders: set[tuple[str, str]] = set()
         cpu_arg = item_arg = None
         for arg, v in values:
-            if v is None or v.explicit or v.module:
+            if (v is None or v.kind == PARAM) and not arg.star and self.param_group(arg.value) in moved:
+                if not _cpu_side_item(arg.value):  # def step(self, x, y): x moved, y handed on as it came
+                    item_arg, evidence = item_arg or arg, True
+                continue
+            if v is None or v.module:
+                continue
+            if v.explicit:
+                explicit = True
                 continue
             if v.kind == CPU or (v.kind == CPUB and (arg.star or not loss)):
                 cpu = True
                 cpu_arg = cpu_arg or arg
+                evidence = evidence or (v.group in moved and not _cpu_side_item(arg.value))
             elif v.kind in (DEV, DEVB):
                 dev = True
             elif (v.kind == PITEM or (v.kind == PB and arg.star)) and not _cpu_side_item(arg.value):
@@ -303,16 +344,26 @@ class DeviceFlow(Analysis):
                 elif v.param is not None:
                     loaders.add(v.param)
         self.culprit = cpu_arg if cpu else item_arg
+        if helper:
+            # get_log_probs(logits, labels), out.eq(y): a device tensor meets an item left behind
+            # the device tensor must be computed (a model's output), not a sibling item moved
+            # with it: avalanche_forward(model, x, task_labels) may keep its labels on the CPU
+            computed = any(v is not None and v.kind == DEV and v.group is None and not v.module for _, v in values)
+            if func.__class__ is cst.Attribute:
+                receiver = self.value(func.value)
+                computed = computed or (receiver is not None and receiver.kind == DEV and not receiver.module and receiver.group is None)
+            return (computed and evidence and not self.scatters), frozenset()
         if loss:
             on_device = dev or (known and callee.kind == DEV)
-            if on_device and (cpu or evidence):
+            if (on_device and (cpu or evidence)) or (evidence and not explicit):
+                # loss(out, y) with y's sibling moved: out comes from the moved input
                 return True, frozenset()
             return (False, frozenset((f, p, LOADER) for f, p in loaders)) if on_device and loaders else none
         if modelish:
             if cpu or evidence:
                 return True, frozenset()
             return (False, frozenset((f, p, LOADER) for f, p in loaders)) if loaders else none
-        if unknown_model and evidence and dev and not self.scatters:
+        if unknown_model and evidence and not self.scatters:
             return True, frozenset()
         if callee is not None and callee.kind == PARAM and not self.scatters:
             needs = {(*callee.param, DEV)}
@@ -321,6 +372,22 @@ class DeviceFlow(Analysis):
             if loaders:
                 return False, frozenset(needs | {(f, p, LOADER) for f, p in loaders})
         return none
+
+    def _mixing_callee(self, func: cst.BaseExpression) -> bool:
+        """May a call of ``func`` compute with its tensor arguments (so that a device tensor and
+        a CPU one given together fail)? Not a container's or a logger's method, not a builtin."""
+        name = dotted(func)
+        if name is None or name in self.functions:
+            return False  # a function of this module may move its inputs itself
+        if func.__class__ is cst.Attribute and self.is_self(func.value):
+            return False  # so may a method of this class
+        last = name.rsplit(".", 1)[-1]
+        return last not in _NOT_COMPUTING and not last.startswith(("log", "print", "save", "record", "write"))
+
+    @staticmethod
+    def _computing_update(call: cst.Call) -> bool:
+        """``metric.update(pred, target)``: an update given two tensors computes with them."""
+        return sum(1 for a in call.args if a.keyword is None and not a.star) >= 2
 
     def requirements_met(self, requirements: frozenset) -> bool:
         """Does every same-module call site pass what ``requirements`` need (see
@@ -337,6 +404,15 @@ class DeviceFlow(Analysis):
                 if starred or v is None or v.kind != kind:
                     return False
         return True
+
+    def param_group(self, expr: cst.BaseExpression) -> int | None:
+        """The group of a parameter of the current function not rebound yet (``x`` of
+        ``def train_step(self, x, y)``): the parameters of one function are taken for the
+        items of one batch, so moving one of them is evidence that the others are CPU-side."""
+        frame = self.frame
+        if expr.__class__ is cst.Name and expr.value in frame.params and expr.value not in frame.rebound:
+            return id(frame.node)
+        return None
 
     def is_self(self, expr: cst.BaseExpression) -> bool:
         return expr.__class__ is cst.Name and self.frame.self_name is not None and expr.value == self.frame.self_name
@@ -367,7 +443,7 @@ class DeviceFlow(Analysis):
             if base is None:
                 return None
             if base.kind == CPUB:
-                return V(CPU)
+                return V(CPU, group=base.group)
             if base.kind == DEVB:
                 return V(DEV)
             if base.kind == CPU and base.origins and _scalar_index(expr, base):
@@ -411,11 +487,11 @@ class DeviceFlow(Analysis):
             return None
         attr = expr.attr.value
         if base.kind in (CPUB, DEVB, PB):
-            if attr in _TENSOR_META or attr.startswith("_"):
-                return None
+            if attr in _TENSOR_META or attr.startswith("_") or _MODEL_CALLEE.search(attr):
+                return None  # exp.expert_model: a module, not an item
             if base.kind == PB:
                 return V(PITEM, group=base.group, param=base.param)
-            return V(CPU if base.kind == CPUB else DEV)
+            return V(CPU, group=base.group) if base.kind == CPUB else V(DEV)
         if (base.kind in TENSORS or base.kind == PITEM) and not base.module and attr in _VIEWS:
             return base
         if base.kind == DEV and not base.module and attr not in _TENSOR_META and not attr.startswith("_"):
@@ -519,7 +595,7 @@ class DeviceFlow(Analysis):
         method = call.func.attr.value
         module = bool(base and (base.module or base.kind == MODEL))
         batch = bool(base and base.kind in (CPUB, DEVB, PB))
-        group = base.group if base is not None and base.kind in (PB, PITEM) else None
+        group = base.group if base is not None and base.kind in (PB, PITEM, CPU, CPUB) else None
         if method == "cpu":
             to_cpu = True
         elif method == "cuda":
@@ -546,6 +622,8 @@ class DeviceFlow(Analysis):
             return V(CPUB) if batch else V(CPU, explicit=True)
         if module:
             return V(DEV, module=True, loss=bool(base and base.loss))
+        if group is not None and env is None:
+            self.frame.moved_groups.add(group)  # model(x.to(d)): the batch is partly moved
         return V(DEVB, group=group) if batch else V(DEV, group=group)
 
     def _call(self, call: cst.Call, env) -> V | None:
@@ -615,11 +693,28 @@ class DeviceFlow(Analysis):
             if method in ("to", "cuda", "cpu"):
                 if receiver.__class__ is cst.Call and (dotted(receiver.func) or "").endswith(_SCATTERS):
                     return None  # DataParallel/DDP scatter CPU inputs themselves
+                if (base is None or base.kind in (PARAM, PITEM)) and self.model_named(receiver):
+                    base = V(MODEL, module=True)  # model = model.to(device): still a model
+                frame = self.frame
+                if env is None and receiver.__class__ is cst.Name and receiver.value in frame.params and (
+                        base is None or base.kind in (PARAM, PITEM)):
+                    # a parameter of a step function moved: the others came in as items of its batch
+                    if _aligned(call, frame.self_name):
+                        return V(DEV)  # x.to(y.device): says where y is, not that y stayed behind
+                    placed = self._placed(call, V(PITEM, group=id(frame.node)), env)
+                    if placed is not None and placed.kind == DEV:
+                        frame.moved_groups.add(id(frame.node))
+                    return placed
                 if base is None and method != "to":
                     return V(DEV) if method == "cuda" else V(CPU, explicit=True)
                 return self._placed(call, base, env)
-            if method in _MODEL_METHODS and (base is None or base.kind == PARAM):
+            if method in _MODEL_METHODS and (base is None or base.kind in (PARAM, PITEM)):
                 return self._called(base, call, receiver, env)
+            if env is None and (base is None or base.kind == PARAM) and BATCH_CALL.match(method):
+                # x, y = loader.next_batch(): one batch of a loader the linter cannot see
+                return V(PB, group=id(call), param=None)
+            if env is None and (base is None or base.kind == PARAM) and method not in _READOUTS and self.param_group(receiver) is not None:
+                return V(PITEM, group=self.param_group(receiver))  # x = x.float() of a parameter x
             if base is None:
                 return None
             if method == "type_as":  # takes the other tensor's dtype *and* device
@@ -632,7 +727,7 @@ class DeviceFlow(Analysis):
                     return None
                 return base
             if base.kind in (CPUB, DEVB) and method in ("get", "pop"):
-                return V(CPU if base.kind == CPUB else DEV)
+                return V(CPU, group=base.group) if base.kind == CPUB else V(DEV)
             if base.kind == PB and method in ("get", "pop"):
                 return V(PITEM, group=base.group, param=base.param)
             if base.module or base.kind == MODEL:
@@ -786,7 +881,7 @@ class DeviceFlow(Analysis):
         if v.kind == LOADERS:
             return V(LOADER)
         if v.kind == CPUB:
-            return V(CPU)
+            return V(CPU, group=v.group)
         if v.kind == DEVB:
             return V(DEV)
         if v.kind == PB:
@@ -800,6 +895,7 @@ class DeviceFlow(Analysis):
             scope[name] = v
             return
         self.frame.vars[name] = v
+        self.frame.rebound.add(name)
         if v is not None and v.kind == DEV and (v.module or _MODULE_NAME.search(name)):
             self.frame.moved = True
         if v is not None and v.group is not None and v.kind in (DEV, DEVB):
@@ -900,8 +996,12 @@ class DeviceFlow(Analysis):
             else:
                 self.bind(target, None, None, scope)
             return
-        if scope is None and key is not None and (v is None or v.kind == PARAM):
+        if scope is None and key is not None and (v is None or v.kind in (PARAM, PITEM)):
             self.bind(target, None, V(PB, group=key, param=v.param if v is not None else None), scope)
+            return
+        if scope is None and v is not None and v.kind == LOADER:
+            # for x, y in DataLoader(...): CPU items of one batch (group), moved one by one
+            self.bind(target, None, V(CPUB, group=id(target)), scope)
             return
         self.bind(target, None, self.element(v) if v is None or v.kind != CPUB else V(CPU), scope)
 
@@ -933,6 +1033,13 @@ class DeviceFlow(Analysis):
             frame.vars[name] = V(PARAM, param=(fname, name)) if plain else None
             if frame.forward and name != self_name and _may_be_tensor(param):
                 frame.vars[name] = V(INP)
+            elif name in BATCH_PARAMS and not frame.forward and name != self_name:
+                # def train_step(model, batch, device): one batch, its items one group
+                frame.vars[name] = V(PB, group=id(param), param=(fname, name) if plain else None)
+            elif not frame.forward and name != self_name and not _MODEL_CALLEE.search(name) and _may_be_item(param):
+                frame.params.add(name)
+                if not plain:  # def encode_batch(self, wavs, lens): items of the batch handed in
+                    frame.vars[name] = V(PITEM, group=id(node))
         for star in (params.star_arg, params.star_kwarg):
             if star.__class__ is cst.Param:
                 frame.vars[star.name.value] = None
@@ -953,6 +1060,8 @@ class DeviceFlow(Analysis):
             name = node.name.value
             if returns and kinds <= {CPU, CPUB} and None not in kinds:
                 self.summaries[name] = V(CPUB) if CPUB in kinds else V(CPU)
+            elif returns and kinds == {LOADER}:
+                self.summaries[name] = V(LOADER)  # def make_loader(...): return DataLoader(...)
             else:
                 self.summaries.pop(name, None)
         self.frame.vars.pop(node.name.value, None)
@@ -995,13 +1104,51 @@ class DeviceFlow(Analysis):
         self._bind_iteration(node.target, node.iter, None)
         self._memo.clear()
 
+    def visit_Match(self, node: cst.Match) -> None:
+        self._subjects.append(self.value(node.subject))
+
+    def leave_Match(self, node: cst.Match) -> None:
+        self._subjects.pop()
+
+    def visit_MatchCase(self, node: cst.MatchCase) -> None:
+        if self._subjects:
+            self._bind_pattern(node.pattern, self._subjects[-1])
+
+    def _bind_pattern(self, pattern, v: V | None) -> None:
+        """Bind the names a ``case`` pattern captures from a subject of kind ``v``: the
+        subject itself for ``case x`` / ``... as x``, its items for the names inside a
+        mapping, sequence or class pattern (``case {"x": x, "y": y}``, ``case (x, y)``)."""
+        t = pattern.__class__
+        if t is cst.MatchAs:
+            if pattern.pattern is not None:
+                self._bind_pattern(pattern.pattern, v)
+            if pattern.name is not None:
+                self.bind(pattern.name, None, v)
+        elif t is cst.MatchOr:
+            for element in pattern.patterns:
+                self._bind_pattern(element.pattern, None)
+        elif t in (cst.MatchList, cst.MatchTuple, cst.MatchMapping, cst.MatchClass):
+            inner = self.element(v) if v is not None and v.kind in (PB, CPUB, DEVB) else None
+            if t is cst.MatchMapping:
+                elements = pattern.elements
+                if pattern.rest is not None:
+                    self.bind(pattern.rest, None, None)
+            else:
+                elements = pattern.patterns if t is not cst.MatchClass else (*pattern.patterns, *pattern.kwds)
+            for element in elements:
+                if element.__class__ is cst.MatchStar:
+                    if element.name is not None:
+                        self.bind(element.name, None, None)
+                    continue
+                self._bind_pattern(element.value if element.__class__ is cst.MatchSequenceElement else element.pattern, inner)
+
     def visit_Expr(self, node: cst.Expr) -> None:
         call = node.value
         if call.__class__ is cst.Call and call.func.__class__ is cst.Attribute:
             method, receiver = call.func.attr.value, call.func.value
             if method in ("to", "cuda", "cpu") and isinstance(receiver, (cst.Name, cst.Attribute)):
                 base = self.value(receiver)
-                if base is not None and base.kind == PARAM:
+                if base is not None and base.kind in (PARAM, PITEM):
                     base = None  # model.to(device) on a parameter: now a moved model
                 if base is None or base.kind in (MODEL, DEV, CPU) and (base.module or base.kind == MODEL):
                     base = base or V(MODEL, module=True)
@@ -1072,9 +1219,28 @@ class DeviceFlow(Analysis):
         for name in set(after_body) | set(current):
             a, b = after_body.get(name), current.get(name)
             same = a is not None and b is not None and a.kind == b.kind and a.module == b.module
-            joined[name] = a if same else None
+            placed = a is not None and b is not None and {a.kind, b.kind} == {DEV, DEVB} and not (a.module or b.module)
+            joined[name] = a if same else V(DEV) if placed else None  # a tensor or a list of them, moved
         frame.vars = joined
         self._memo.clear()
+
+
+def _aligned(call: cst.Call, self_name: str | None) -> bool:
+    """``x.to(y.device)``: a move onto the device of another value (not ``self.device``, not
+    ``model.device``, which name where the model is)."""
+    first = next((a.value for a in call.args if a.keyword is None or a.keyword.value == "device"), None)
+    if first.__class__ is not cst.Attribute or first.attr.value != "device" or first.value.__class__ is not cst.Name:
+        return False
+    return first.value.value != self_name and not _MODEL_CALLEE.search(first.value.value)
+
+
+def _may_be_item(param: cst.Param) -> bool:
+    """May a step function's parameter be a tensor of its batch: no default other than ``None``
+    and no annotation, or one that names a ``Tensor``?"""
+    default = param.default
+    if default is not None and not (default.__class__ is cst.Name and default.value == "None"):
+        return False
+    return param.annotation is None or "Tensor" in cst.Module([]).code_for_node(param.annotation.annotation)
 
 
 def _may_be_tensor(param: cst.Param) -> bool:

@@ -20,8 +20,12 @@ from __future__ import annotations
 import ast
 from typing import Iterable, Sequence
 
+from .batches import BATCH_PARAMS
+
 _Attribute, _Name, _Call, _Constant = ast.Attribute, ast.Name, ast.Call, ast.Constant
 _EMPTY: tuple = ()
+#: match patterns that bind a name (``case x``, ``case [*rest]``, ``case {**rest}``)
+_CAPTURES = (ast.MatchAs, ast.MatchStar, ast.MatchMapping)
 
 
 class Unit:
@@ -606,6 +610,13 @@ class CpuFlow:
                 found.setdefault(node.value.func.value.id, []).append(None)  # `x.to(t)` rebinds x
             elif t is _Name and node.ctx.__class__ is not ast.Load and id(node) not in plain:
                 found.setdefault(node.id, []).append(None)
+            elif t in _CAPTURES and getattr(node, "name" if t is not ast.MatchMapping else "rest", None):
+                found.setdefault(node.name if t is not ast.MatchMapping else node.rest, []).append(None)  # case {"x": x}
+            elif t is ast.arg and node.arg in BATCH_PARAMS:
+                found.setdefault(node.arg, []).append(None)  # def step(model, batch, device): a batch
+        if method.__class__ in (ast.FunctionDef, ast.AsyncFunctionDef) and _moves_a_parameter(method):
+            for arg in _parameters(method):  # def step(self, x, y): x moved, so y is an item too
+                found.setdefault(arg, []).append(None)
         self._bindings[id(method)] = found
         return found
 
@@ -809,6 +820,25 @@ class CpuFlow:
         if t is ast.DictComp:
             return self.not_cpu(expr.value, method)
         return self.quiet(expr, method)
+
+
+def _parameters(function: ast.AST) -> list[str]:
+    args = function.args
+    return [a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs)]
+
+
+def _moves_a_parameter(function: ast.AST) -> bool:
+    """Does the ``def`` move one of its own parameters with ``.to(...)``/``.cuda(...)``
+    (``DeviceFlow`` then takes its parameters for the items of one batch)?"""
+    params = set(_parameters(function))
+    for node in walk(function):
+        if node.__class__ is _Call and node.func.__class__ is _Attribute and node.func.attr in ("to", "cuda"):
+            receiver = node.func.value
+            while receiver.__class__ in (_Attribute, ast.Subscript, _Call):
+                receiver = receiver.func.value if receiver.__class__ is _Call and receiver.func.__class__ is _Attribute else getattr(receiver, "value", None)
+            if receiver.__class__ is _Name and receiver.id in params:
+                return True
+    return False
 
 
 def calls_in(unit: Unit, root: ast.AST) -> Iterable[tuple[ast.Call, ast.AST]]:

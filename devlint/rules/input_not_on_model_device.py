@@ -6,26 +6,9 @@ import ast
 
 import libcst as cst
 
-from ..dataflow import _HELPER_PREFIX, _LOSS_CALLEE, _MODEL_CALLEE, _MODEL_METHODS, DTYPES, DeviceFlow
-from ..precheck import CpuFlow, arguments, bound_names, calls_in, method_self, unit_may_move
+from ..dataflow import DTYPES, DeviceFlow
+from ..precheck import CpuFlow, arguments, calls_in, unit_may_move
 from ..rule import Rule
-
-
-def _named_callee(attr: str) -> bool:
-    """Does a method name say "a model" or "a loss" the way ``DeviceFlow`` reads a callee it
-    cannot see (``model_named``, ``loss_named``, ``is_loss_function``), or is it
-    ``generate``/``forward``/``encode``?"""
-    return (
-        attr in _MODEL_METHODS
-        or bool(_MODEL_CALLEE.search(attr))
-        or (bool(_LOSS_CALLEE.match(attr)) and not _HELPER_PREFIX.match(attr))
-        or "loss" in attr or "entropy" in attr or attr == "kl_div"
-    )
-
-
-def _functional_loss(func: ast.Name, facts) -> bool:
-    """May the name be a loss of ``torch.nn.functional`` (``DeviceFlow.is_loss_function``)?"""
-    return any(n.startswith("torch.nn.functional.") and _named_callee(n.rsplit(".", 1)[-1]) for n in facts.resolve(func))
 
 
 def _candidate_call(facts) -> ast.Call | None:
@@ -33,26 +16,17 @@ def _candidate_call(facts) -> ast.Call | None:
     dev = [unit_may_move(unit, facts, DTYPES) for unit in facts.units]
     if not any(dev):
         return None
-    bound = bound_names(facts)
-    for unit, unit_dev in zip(facts.units, dev):
+    for unit in facts.units:
         root = unit.node if unit.node is not None else facts.tree
         flow = None
         for call, context in calls_in(unit, root):
             if not (call.args or call.keywords):
                 continue
             func = call.func
-            if func.__class__ is ast.Attribute:
-                if not _named_callee(func.attr) and not (
-                    (unit_dev or dev[0])
-                    and func.value.__class__ is ast.Name
-                    and func.value.id == method_self(facts, context)
-                ):
-                    continue
-            elif func.__class__ is ast.Name:
-                if not (_named_callee(func.id) or func.id in bound or _functional_loss(func, facts)):
-                    continue  # a builtin, a function of the file: DeviceFlow knows no kind of it
-            else:
+            if func.__class__ is not ast.Attribute and func.__class__ is not ast.Name:
                 continue
+            # any other callee may be a helper given a model's output and an item left behind
+            # (DeviceFlow.check_call's ``helper``), so the callee narrows nothing more
             flow = flow or CpuFlow(facts, root)
             if any(not flow.quiet(a, context) for a in arguments(call)):
                 return call
