@@ -754,7 +754,11 @@ class DeviceFlow(Analysis):
             base = self.value(first, env) if first is not None else None
             if base is not None and (base.module or base.kind == MODEL):
                 return V(DEV, module=True, loss=base.loss)
+            # a helper that moves a batch or a loop's item moves its group; one given a step
+            # function's parameter may return a tensor made from it (get_mask(x) ->
+            # mask.to(x.device)), which says nothing of the other parameters
             group = base.group if base is not None and base.kind in (PB, PITEM) else None
+            group = None if group == id(self.frame.node) else group
             return V(DEVB, group=group) if base is not None and base.kind in (CPUB, DEVB, PB) else V(DEV, group=group)
         if kind == "module":
             return V(MODEL, module=True, loss=(dotted(call.func) or "").endswith("Loss"))

@@ -69,6 +69,16 @@ and another item of that batch reaches the model (`model(...)`, `model.generate/
 or its loss (`criterion(out, y)`, `F.cross_entropy`) unmoved, the unmoved one is flagged. A
 same-module call site counts too: when every call `train(model, loader, ...)` passes a moved
 model and a `DataLoader`, an unmoved batch reaching the model inside `train` is flagged.
+The same evidence is read in more of the shapes real loops take: an item moved inside the call
+(`model(x.to(d))`, `loss_fn(model(x.to(d)), y)`), a batch from `loader.next_batch()` or from
+`metric_logger.log_every(loader, ...)`, a step function's `batch` parameter
+(`batch["x"].to(d)` then `batch["y"]` unmoved), the parameters of a function that moves one of
+them (`def train_step(self, x, y): x = x.to(d)`, then `y` reaches the loss), names bound by a
+`match` pattern, and a `DataLoader` returned by a helper of the same module. A loss given an
+item left behind while its sibling moved is flagged even when the model's output comes from a
+helper; so is a helper or a tensor method (`get_log_probs(logits, labels)`, `metric.update(pred,
+y)`) given a model's output and such an item, unless it is a function or method of this file
+(which may move what it receives). `x.to(y.device)` says where `y` is, not that `y` stayed behind.
 `torch.compile(model)`, `DistributedDataParallel(model)` and `FSDP(model)` keep the placement of
 what they wrap; `enumerate`, `tqdm` and `zip` keep the loader; `torch.stack`/`torch.cat` of CPU
 tensors is on the CPU.

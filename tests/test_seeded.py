@@ -1,0 +1,93 @@
+"""benchmarks/seeded.py: the mutator on inline code (offline), and a small-budget run over the
+cached packages (skipped where ``python benchmarks/seeded.py`` has not fetched them)."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from conftest import ROOT
+
+sys.path.insert(0, str(ROOT / "benchmarks"))
+import seeded  # noqa: E402
+
+LOOP = '''import torch
+
+
+def train(model, loader, criterion, optimizer, device):
+    model.to(device)
+    for step, (images, target) in enumerate(loader):
+        images = images.to(device, non_blocking=True)
+        target = target.cuda()
+        output = model(images)
+        loss = criterion(output, target)
+        loss.backward()
+
+
+def evaluate(model, loader, device):
+    for x, y, lengths in loader:
+        x, y, lengths = x.to(device), y.to(device), lengths.to(device)
+        score(model(x, lengths), y)
+        score(model(x.to(device)), y)
+        z = x.to(torch.float16)
+
+
+def collect(loader, device):
+    for k, v in loader.items():
+        out = v.to(device)
+'''
+
+
+def _mutants():
+    return seeded.mutants_of("pkg", "loop.py", LOOP)
+
+
+def test_mutator_removes_one_move_at_a_time_keeping_lines():
+    found = {(m.line, m.shape, m.text.splitlines()[m.line - 1].strip()) for m in _mutants()}
+    assert found == {
+        (7, "x = x.to(d)", "images = images"),
+        (8, ".cuda()", "target = target"),
+        (16, "tuple half", "x, y, lengths = x, y.to(device), lengths.to(device)"),
+        (16, "tuple half", "x, y, lengths = x.to(device), y, lengths.to(device)"),
+        (18, "call arg", "score(model(x), y)"),
+    }
+    for m in _mutants():
+        assert len(m.text.splitlines()) == len(LOOP.splitlines())
+        compile(m.text, "mutant.py", "exec")
+
+
+def test_mutator_skips_dtype_casts_lengths_and_whole_batch_moves():
+    lines = {m.line for m in _mutants()}
+    assert 19 not in lines  # .to(torch.float16): no device move
+    assert 24 not in lines  # for k, v in batch.items(): the whole batch, item by item
+    assert all("lengths, lengths" not in m.text for m in _mutants())  # lengths may stay on the CPU
+
+
+def test_a_caught_mutant_is_a_new_dev111_finding():
+    mutants = {(m.line, m.shape): m for m in _mutants()}
+    before = seeded.dev111_lines(LOOP, "loop.py")
+    assert before == set()
+    assert seeded.caught(mutants[(7, "x = x.to(d)")], before)  # the input left behind, the target moved
+    assert seeded.caught(mutants[(8, ".cuda()")], before)
+
+
+def test_report_prints_recall_per_package_and_shape():
+    import collections
+
+    per_pkg = {"pkg": collections.Counter(mutants=4, caught=3, files=1)}
+    per_shape = {"tuple half": collections.Counter(mutants=4, caught=3)}
+    text = seeded.report(per_pkg, per_shape, ["pkg/a.py:3"])
+    assert "| pkg | 4 | 3 | 0.75 |" in text and "| tuple half | 4 | 3 | 0.75 |" in text
+    assert "| all | 4 | 3 | 0.75 |" in text and "unmutated files: 1" in text
+
+
+CACHED = [p for p in seeded.PACKAGES if (seeded.ecosystem.CACHE / "src" / f"{p.name}-{p.version}" / ".done").exists()]
+
+
+@pytest.mark.skipif(not CACHED, reason="no package cached: run python benchmarks/seeded.py once (it downloads them)")
+def test_small_budget_run_over_the_cached_packages(capsys):
+    names = ",".join(p.name for p in CACHED[:3])
+    assert seeded.main(["--offline", "--only", names, "--budget", "3"]) == 0
+    out = capsys.readouterr().out
+    assert "| package | mutants | caught | DEV111 recall |" in out and "DEV111 findings on the unmutated files: 0" in out
