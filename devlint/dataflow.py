@@ -619,7 +619,7 @@ class DeviceFlow(Analysis):
         if to_cpu:
             if module:
                 return V(MODEL, module=True, loss=bool(base and base.loss))
-            return V(CPUB) if batch else V(CPU, explicit=True)
+            return V(CPUB, explicit=True) if batch else V(CPU, explicit=True)  # DEV103 reports a .cpu()
         if module:
             return V(DEV, module=True, loss=bool(base and base.loss))
         if group is not None and env is None:
