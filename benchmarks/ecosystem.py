@@ -10,7 +10,7 @@ Run it by hand with the interpreter of the venv that has devlint installed (not 
 On first use each package is fetched with ``pip download --no-deps`` (an sdist where the
 training scripts live only there) and unpacked under ``benchmarks/.cache/ecosystem/``
 (git-ignored), then reused. Every ``*.py`` file of a package (``keep`` can narrow
-that) is linted by ``devlint check --format json --isolated --no-cache``.
+that) is linted by ``devlint check --format json-devlint --isolated --no-cache``.
 
 Each finding is keyed without its line number, so that an edit above it does not make it
 "new": ``(package, path inside the package, code, the flagged line's text with whitespace
@@ -136,7 +136,7 @@ def lint(pkg: Package, root: Path, files: list[str], select: str) -> tuple[list[
     of devlint over ``files`` of ``pkg``."""
     findings = []
     for i in range(0, len(files), 500):  # keep the command line short
-        cmd = [str(PY), "-m", "devlint", "check", "--format", "json", "--exit-zero", "--isolated", "--no-cache",
+        cmd = [str(PY), "-m", "devlint", "check", "--format", "json-devlint", "--exit-zero", "--isolated", "--no-cache",
                "--select", select, *files[i:i + 500]]
         result = subprocess.run(cmd, cwd=root, capture_output=True, text=True)
         if result.returncode not in (0, 1):

@@ -29,7 +29,7 @@ from .finding import Edit, Finding, Fix
 
 FOLDER = ".devlint_cache"
 #: The layout of one entry: ``{"format": FORMAT, "key": <its file name>, "findings": [...]}``.
-FORMAT = 2
+FORMAT = 3  # 3: a notebook finding's fix edits count lines within its cell
 
 
 @lru_cache(maxsize=1)

@@ -121,7 +121,20 @@ def _place(finding: Finding, where: list[tuple[int, int]]) -> Finding:
     end_column = finding.end_column
     if end_cell != cell:  # a span never crosses cells; clamp to the start line
         end_line, end_column = line, finding.column
-    return replace(finding, line=line, end_line=end_line, end_column=end_column, cell=cell)
+    return replace(finding, line=line, end_line=end_line, end_column=end_column, cell=cell,
+                   fix=_place_fix(finding.fix, where))
+
+
+def _place_fix(fix, where: list[tuple[int, int]]):
+    """The fix with each edit's lines counted within its own cell, as the finding's are (the
+    fix itself is applied to the joined program by :func:`fix`, not through these)."""
+    if fix is None:
+        return None
+
+    def at(line: int) -> int:
+        return where[min(max(line, 1), len(where)) - 1][1]
+
+    return replace(fix, edits=tuple(replace(e, line=at(e.line), end_line=at(e.end_line)) for e in fix.edits))
 
 
 def cell_lines(data: bytes | str, cell: int) -> list[str]:

@@ -192,7 +192,7 @@ def test_star_import_is_reported_without_a_fix(tmp_tree):
     source = "import torch\nfrom torch.cuda.amp import *\n"
     root = tmp_tree({"a.py": source})
     report = json.loads(devlint("check", "--no-cache", "--output-format", "json", str(root / "a.py")).stdout)
-    assert [(r["code"], r["line"], r["fix"]) for r in report] == [("DEV206", 2, None)]
+    assert [(r["code"], r["location"]["row"], r["fix"]) for r in report] == [("DEV206", 2, None)]
     assert "from torch.cuda.amp import *" in report[0]["message"]
     assert parse_findings(flake8("--select=DEV", str(root / "a.py")).stdout) == {"a.py": {(2, "DEV206")}}
 

@@ -76,7 +76,7 @@ def test_paths_are_the_same_in_every_format(tmp_tree):
     root = tmp_tree({".git/HEAD": "ref: refs/heads/main\n", "src/train.py": SOURCE})
     concise = full("--output-format", "concise", ".", cwd=root).stdout
     assert concise.startswith("src/train.py:5:11:") and "./" not in concise
-    assert {i["path"] for i in json.loads(full("--output-format", "json", ".", cwd=root).stdout)} == {"src/train.py"}
+    assert {i["path"] for i in json.loads(full("--output-format", "json-devlint", ".", cwd=root).stdout)} == {"src/train.py"}
     sarif = json.loads(full("--output-format", "sarif", "./src", cwd=root).stdout)
     uris = {r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] for r in sarif["runs"][0]["results"]}
     assert uris == {"src/train.py"}

@@ -50,8 +50,26 @@ def test_text(project):
     ]
 
 
-def test_json(project):
+def test_json_follows_ruffs_schema(project):
     result = check(project, "--format", "json")
+    assert result.returncode == 1
+    items = json.loads(result.stdout)
+    assert [(i["code"], i["location"]["row"], i["location"]["column"]) for i in items] == EXPECTED
+    for item in items:  # ruff check --output-format json's fields and nesting
+        assert set(item) == {"cell", "code", "end_location", "filename", "fix", "location", "message",
+                             "noqa_row", "url"}
+        assert item["filename"] == str(project / "src" / "train.py") and item["url"] is None
+        assert item["noqa_row"] == item["location"]["row"] and item["cell"] is None
+        fix = item["fix"]
+        if fix is not None:
+            assert set(fix) == {"applicability", "edits", "message"} and fix["applicability"] == "unsafe"
+            assert all(set(e) == {"content", "end_location", "location"} for e in fix["edits"])
+    first = items[0]
+    assert first["end_location"] == {"row": first["location"]["row"], "column": len("a = torch.ones(1).cuda") + 1}
+
+
+def test_json_devlint_keeps_the_earlier_schema(project):
+    result = check(project, "--format", "json-devlint")
     assert result.returncode == 1
     items = json.loads(result.stdout)
     assert [(i["code"], i["line"], i["column"]) for i in items] == EXPECTED

@@ -41,7 +41,12 @@ def test_findings_are_placed_in_their_cells(tmp_tree):
         "for a checkpoint saved on a GPU: pass map_location=device",
     ]
     items = json.loads(run_devlint("check", "--format", "json", "train.ipynb", cwd=root).stdout)
-    assert [(i["code"], i["cell"], i["line"], i["column"]) for i in items] == [("DEV102", 3, 1, 19), ("DEV104", 5, 2, 9)]  # cells counted as ruff does: markdown too
+    assert [(i["code"], i["cell"], i["location"]["row"], i["location"]["column"]) for i in items] == \
+        [("DEV102", 3, 1, 19), ("DEV104", 5, 2, 9)]  # cells counted as ruff does: markdown too
+    assert items[1]["fix"]["edits"]  # DEV104's map_location="cpu"
+    for item in items:  # a fix's edits count rows within the cell, as the finding does
+        for e in (item["fix"] or {}).get("edits", ()):
+            assert e["location"]["row"] == item["location"]["row"]
 
 
 def test_gitlab_and_sarif_handle_notebooks(tmp_tree):

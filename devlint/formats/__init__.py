@@ -21,7 +21,7 @@ if TYPE_CHECKING:  # annotations only: the rules (and libcst) are not loaded to 
 Renderer = Callable[[Sequence[Finding], Sequence["type[Rule]"], Path], str]
 
 #: The format names ``--output-format`` accepts, in the order ``--help`` lists them.
-NAMES = ("full", "concise", "json", "sarif", "github", "gitlab")
+NAMES = ("full", "concise", "json", "json-devlint", "sarif", "github", "gitlab")
 #: Older names still accepted: ``text`` is the one-line-a-finding format.
 ALIASES = {"text": "concise"}
 #: Source text of files that are not on disk as linted (standard input), by path.
@@ -41,7 +41,7 @@ def get(name: str) -> Renderer:
         from .text import render
 
         return partial(render, full=name == "full")
-    return import_module(f"{__name__}.{name}").render
+    return import_module(f"{__name__}.{name.replace('-', '_')}").render
 
 
 def relative_path(path: str, root: Path) -> str:
