@@ -83,7 +83,7 @@ def build_parser(with_runtime: bool = False) -> argparse.ArgumentParser:
     output.add_argument("--output-format", "--format", dest="output_format",
                         choices=(*formats.NAMES, *formats.ALIASES), metavar="FORMAT",
                         help="full (the default: source line and caret), concise (one line a finding), json (ruff's "
-                             "schema), json-devlint (devlint's own), sarif, github or gitlab; $DEVLINT_OUTPUT_FORMAT sets the default")
+                             "schema), sarif, github, gitlab, or json-devlint (devlint's own JSON); $DEVLINT_OUTPUT_FORMAT sets the default")
     output.add_argument("--output-file", metavar="FILE", help="write the report to FILE instead of standard output")
     output.add_argument("--statistics", action="store_true", help="print the number of findings per code (and which --fix fixes) instead of each finding")
     output.add_argument("-q", "--quiet", action="store_true", help="print the findings only, no summary")
