@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from . import autocast_policy, by_module, emulate, probes, standin, torch_modules
+from . import autocast_policy, by_module, emulate, probes, settle, standin, torch_modules
 from .compare import (DTYPES, Delta, Errors, Rounding, Tolerances, Verdict, judge, measure, needs_floor,
                       resolve_tolerances, round_range, round_trip)
 from .buffers import judge_state, measure_state, went_nonfinite
@@ -219,7 +219,8 @@ def _update_unused(step: TrainingStep, optimizer) -> bool:
 
 def _run(step: TrainingStep, device: str, mode: str, seed: int, *, keep: bool = False,
          stand_in: bool = False, round_to: str | None = None, init_scale: float = INIT_SCALE,
-         ref: _Raw | None = None, kernels: str = "emulated", bench: _Bench | None = None) -> _Raw:
+         ref: _Raw | None = None, kernels: str = "emulated", bench: _Bench | None = None,
+         on_graph: bool = False) -> _Raw:
     """One step on a deep copy of the model.
 
     ``keep``: keep grads and updates (a reference); else compare with ``ref`` as soon as the
@@ -228,6 +229,8 @@ def _run(step: TrainingStep, device: str, mode: str, seed: int, *, keep: bool = 
     ``kernels``: ``"emulated"`` computes CPU bfloat16/float16 GEMMs and convolutions in float32
     (:mod:`devlint.runtime.emulate`), ``"native"`` runs PyTorch's CPU kernels. ``bench``:
     where the model copy comes from (one copy restored in place between runs), else a deep copy.
+    ``on_graph``: float16 with the built-in step: settle the GradScaler's scale on this run's
+    forward graph (:func:`devlint.runtime.settle.on_graph`) and step at the scale found.
     """
     _trim()
     raw = _Raw(device, mode)
@@ -334,7 +337,17 @@ def _run(step: TrainingStep, device: str, mode: str, seed: int, *, keep: bool = 
                 raw.nonfinite = True
                 raw.skipped_steps = 0 if scaler.is_enabled() else None  # no scale helps a forward
                 return raw
-            scaler.scale(loss).backward()
+            if on_graph and scaler.is_enabled():
+                k = settle.on_graph(loss, [p for _, p in named], init_scale, MAX_HALVINGS)
+                if k is None:
+                    return _every_scale_skipped(raw)
+                init_scale /= 2 ** k
+                scaler = torch.amp.GradScaler(amp_device, init_scale=init_scale)
+                scaler.scale(loss)  # sets the scale unscale_ divides by; the backward is done
+                raw.skipped_steps = k
+            else:
+                scaler.scale(loss).backward()
+            del loss  # frees a graph kept for settling
             emu.close()  # the optimizer step has no low-precision GEMMs: no dispatch cost there
             if scaler.is_enabled():
                 scaler.unscale_(optimizer)
@@ -503,8 +516,12 @@ def _elem(t: torch.Tensor) -> torch.Tensor:
 
 def _settled(step, device, mode, seed, ref, kernels: str = "emulated", bench=None) -> _Raw:
     """The float16 run with the GradScaler settled: the first scale 2**16 / 2**k (k <= 24)
-    whose step is not skipped, found by bisection; ``skipped_steps = k``."""
-    raw = _run(step, device, mode, seed, ref=ref, kernels=kernels, bench=bench)
+    whose step is not skipped, found by bisection; ``skipped_steps = k``. With the built-in
+    step the bisection runs on one forward graph (backward passes only, :mod:`settle`)."""
+    raw = _run(step, device, mode, seed, ref=ref, kernels=kernels, bench=bench,
+               on_graph=step.step_fn is None)
+    if step.step_fn is None and (raw.errors is not None or raw.error or raw.nonfinite):
+        return raw
     if raw.skipped_steps is None:
         if raw.scale is not None:
             raw.skipped_steps = 0
@@ -521,14 +538,17 @@ def _settled(step, device, mode, seed, ref, kernels: str = "emulated", bench=Non
             hi = k - 1
         else:
             lo = k + 1
-    if best is None:
-        raw.nonfinite = True
-        raw.skipped_steps = MAX_HALVINGS
-        raw.scale = INIT_SCALE / 2 ** MAX_HALVINGS
-        raw.error = (f"GradScaler skipped every step: gradients are inf/NaN at every scale from "
-                     f"2**16 down to 2**{16 - MAX_HALVINGS}")
-        return raw
-    return best
+    return _every_scale_skipped(raw) if best is None else best
+
+
+def _every_scale_skipped(raw: _Raw) -> _Raw:
+    """``raw`` marked non-finite: the GradScaler skips the step at every scale tried."""
+    raw.nonfinite = True
+    raw.skipped_steps = MAX_HALVINGS
+    raw.scale = INIT_SCALE / 2 ** MAX_HALVINGS
+    raw.error = (f"GradScaler skipped every step: gradients are inf/NaN at every scale from "
+                 f"2**16 down to 2**{16 - MAX_HALVINGS}")
+    return raw
 
 
 def _judge_run(step, raw: _Raw, ref: _Raw, tol: Tolerances, seed: int, cross_device: bool,

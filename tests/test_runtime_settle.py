@@ -1,0 +1,40 @@
+"""The GradScaler's scale settled on one forward graph (devlint.runtime.settle) finds what the
+replayed bisection found, with the same gradients, at a fraction of the cost."""
+
+import pytest
+
+torch = pytest.importorskip("torch")
+from torch import nn  # noqa: E402
+
+from devlint.runtime import TrainingStep, runs, settle  # noqa: E402
+
+
+def _step():
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4))
+    # the loss amplifies by 100: scaled gradients pass float16's 65504 above a scale of ~512
+    return TrainingStep(model, (torch.randn(6, 8),), lambda m, b: (m(b[0]) * 100).square().mean(),
+                        lambda p: torch.optim.SGD(p, lr=1e-3))
+
+
+def test_settling_on_one_graph_equals_replaying_the_step():
+    step = _step()
+    ref = runs._run(step, "cpu", "float32", 0, keep=True)
+    replayed = runs._settled(step, "cpu", "float16", 0, ref, "native")  # built-in step: on one graph
+    orig = runs._run
+    try:
+        runs._run = lambda *a, **k: orig(*a, **{**k, "on_graph": False})
+        bisected = runs._settled(step, "cpu", "float16", 0, ref, "native")
+    finally:
+        runs._run = orig
+    assert replayed.skipped_steps == bisected.skipped_steps and 3 <= bisected.skipped_steps <= 12
+    assert replayed.scale == bisected.scale and replayed.loss == bisected.loss
+    for name, err in bisected.errors.params.items():
+        assert replayed.errors.params[name].sq_diff == err.sq_diff, name
+
+
+def test_on_graph_reports_none_when_every_scale_overflows():
+    w = torch.full((4,), 1.0, requires_grad=True)
+    loss = (w.half() * 6e4).float().sum() * 1e30  # the float16 backward is inf at any scale
+    assert settle.on_graph(loss, [w], 2.0 ** 16, 24) is None
+    assert settle.on_graph(w.sum(), [w], 2.0 ** 16, 24) == 0 and torch.equal(w.grad, torch.full((4,), 2.0 ** 16))
