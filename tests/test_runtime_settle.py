@@ -38,3 +38,24 @@ def test_on_graph_reports_none_when_every_scale_overflows():
     loss = (w.half() * 6e4).float().sum() * 1e30  # the float16 backward is inf at any scale
     assert settle.on_graph(loss, [w], 2.0 ** 16, 24) is None
     assert settle.on_graph(w.sum(), [w], 2.0 ** 16, 24) == 0 and torch.equal(w.grad, torch.full((4,), 2.0 ** 16))
+
+
+class _Checkpointed(nn.Module):
+    def __init__(self, reentrant):
+        super().__init__()
+        self.a, self.b, self.reentrant = nn.Linear(8, 16), nn.Linear(16, 4), reentrant
+
+    def forward(self, x):
+        from torch.utils.checkpoint import checkpoint
+
+        return self.b(checkpoint(lambda h: torch.relu(self.a(h)), x, use_reentrant=self.reentrant))
+
+
+@pytest.mark.parametrize("reentrant", [False, True])
+def test_checkpointed_models_settle_as_when_replayed(reentrant):
+    torch.manual_seed(0)
+    step = TrainingStep(_Checkpointed(reentrant), (torch.randn(6, 8, requires_grad=reentrant),),
+                        lambda m, b: (m(b[0]) * 100).square().mean(), lambda p: torch.optim.SGD(p, lr=1e-3))
+    ref = runs._run(step, "cpu", "float32", 0, keep=True)
+    raw = runs._settled(step, "cpu", "float16", 0, ref, "native")
+    assert raw.error is None and raw.errors is not None and 3 <= raw.skipped_steps <= 12

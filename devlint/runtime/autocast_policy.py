@@ -186,8 +186,10 @@ def _widest(obj, current):
     return current
 
 
+@functools.cache
 def _kernel(name: str, rule: str):
-    """The AutocastCPU kernel applying ``rule`` to the op ``name`` (see the module docstring)."""
+    """The AutocastCPU kernel applying ``rule`` to the op ``name`` (see the module docstring);
+    made once per process."""
     op = _overload(name)
     if rule == "fp32_append":
         typed = getattr(torch.ops.aten.norm, _APPEND[name])

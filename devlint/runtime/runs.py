@@ -520,7 +520,11 @@ def _settled(step, device, mode, seed, ref, kernels: str = "emulated", bench=Non
     step the bisection runs on one forward graph (backward passes only, :mod:`settle`)."""
     raw = _run(step, device, mode, seed, ref=ref, kernels=kernels, bench=bench,
                on_graph=step.step_fn is None)
-    if step.step_fn is None and (raw.errors is not None or raw.error or raw.nonfinite):
+    if step.step_fn is None and raw.error and raw.error_kind == "other":
+        # a graph that cannot be backpropagated twice (a checkpoint that frees what it
+        # recomputes): replay the step per try instead
+        raw = _run(step, device, mode, seed, ref=ref, kernels=kernels, bench=bench)
+    elif step.step_fn is None and (raw.errors is not None or raw.error or raw.nonfinite):
         return raw
     if raw.skipped_steps is None:
         if raw.scale is not None:
