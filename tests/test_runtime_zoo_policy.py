@@ -63,3 +63,17 @@ def test_planted_bug_is_caught_and_named_at_its_op(factory):
 def test_unknown_policy_is_a_value_error():
     with pytest.raises(ValueError, match="autocast policy"):
         _report(zoo.lstm_mv_pooling, "tpu")
+
+
+def test_a_running_mean_that_is_zero_in_float32_is_measured_in_units_of_its_std():
+    """EfficientNet's BatchNorm after a bias-free 1x1 convolution of a BatchNorm's output has a
+    running mean of ~1e-10 in float32; bfloat16's ~1e-5 there is no error worth a finding."""
+    from devlint.runtime.buffers import measure_state
+
+    before = {"bn.running_mean": torch.zeros(4), "bn.running_var": torch.ones(4), "ema": torch.zeros(4)}
+    ref = {"bn.running_mean": torch.full((4,), 1e-10), "bn.running_var": torch.full((4,), 0.9),
+           "ema": torch.full((4,), 1e-10)}
+    run = [("bn.running_mean", torch.full((4,), 1e-5)), ("ema", torch.full((4,), 1e-5))]
+    errors = measure_state(ref, before, run)
+    assert errors["bn.running_mean"].error < 2e-5  # 1e-5 against a std of ~0.95
+    assert errors["ema"].error > 1e4  # any other buffer: relative to its own reference
