@@ -19,26 +19,40 @@ _ACCELERATOR_WORDS = ("cuda", "mps", "xpu", "accelerator", ".to(device")
 
 
 def _cpu_chain(expr: ast.AST) -> bool:
-    """Is there a ``.cpu()``/``.to("cpu")`` in the method chain of ``expr`` (stdlib ``ast``)?"""
+    """May the method chain of ``expr`` hold a ``.cpu()`` or a ``.to("cpu")`` (also
+    ``.to(torch.device("cpu"))``: any call as the target)? (stdlib ``ast``)"""
     while expr.__class__ is ast.Call and expr.func.__class__ is ast.Attribute:
         method = expr.func.attr
-        if method == "cpu" or (method == "to" and any(a.__class__ is ast.Constant and a.value == "cpu" for a in arguments(expr))):
+        if method == "cpu" or (method == "to" and any(
+            (a.__class__ is ast.Constant and a.value == "cpu") or a.__class__ is ast.Call for a in arguments(expr)
+        )):
             return True
         expr = expr.func.value
     return False
 
 
-def _feeds_cpu(unit) -> bool:
-    """Does a call of the unit take a ``.cpu()`` chain, or a name bound to one, as an argument?"""
+def _cpu_uses(unit) -> tuple[bool, bool]:
+    """(does a call of the unit take a ``.cpu()`` chain, or a name bound to one, as an argument;
+    does it call, or train, a name bound to one or placed by a ``name.cpu()`` statement)"""
     named: set[str] = set()
     calls = []
     for node in unit.walk():
-        if node.__class__ is ast.Assign and len(node.targets) == 1 and node.targets[0].__class__ is ast.Name:
+        t = node.__class__
+        if t is ast.Assign and len(node.targets) == 1 and node.targets[0].__class__ is ast.Name:
             if _cpu_chain(node.value):
                 named.add(node.targets[0].id)
-        elif node.__class__ is ast.Call:
+        elif t is ast.Expr and _cpu_chain(node.value) and node.value.func.value.__class__ is ast.Name:
+            named.add(node.value.func.value.id)
+        elif t is ast.Call:
             calls.append(node)
-    return any(_cpu_chain(a) or (a.__class__ is ast.Name and a.id in named) for call in calls for a in call.args)
+    fed = called = False
+    for call in calls:
+        func = call.func
+        if func.__class__ is ast.Attribute and func.attr in _USES:
+            func = func.value
+        called = called or (func.__class__ is ast.Name and func.id in named)
+        fed = fed or any(_cpu_chain(a) or (a.__class__ is ast.Name and a.id in named) for a in call.args)
+    return fed, called
 
 
 class _State:
@@ -66,7 +80,8 @@ class HardcodedCpuPlacement(Rule):
     def candidate(facts) -> bool:
         """Pre-check: a top-level class or function (or the module's other statements) with a
         ``.cpu()`` or a ``.to("cpu")``/``.to(<call>)`` that calls (or trains, ``.parameters()``...)
-        a name it binds to a module construction; or, where something may be moved to an
+        a name it binds to a module construction, or a name it binds to a ``.cpu()`` chain or
+        places with a ``name.cpu()`` statement; or, where something may be moved to an
         accelerator (:func:`unit_may_move`), a call given a ``.cpu()`` chain (or a name bound to
         one) as an argument."""
         moving = None
@@ -89,10 +104,14 @@ class HardcodedCpuPlacement(Rule):
                 if call.func.__class__ is ast.Attribute
             ):
                 return True
-            if moving is None:
-                moving = any(unit_may_move(u, facts, DTYPES) for u in facts.units)
-            if moving and "cpu" in unit.methods and _feeds_cpu(unit):
+            fed, called = _cpu_uses(unit)
+            if called:
                 return True
+            if fed:
+                if moving is None:
+                    moving = any(unit_may_move(u, facts, DTYPES) for u in facts.units)
+                if moving:
+                    return True
         return False
     what_it_does = """
 Flags `.cpu()` and `.to("cpu")` used to *place* compute: on an `nn.Module` that is then
