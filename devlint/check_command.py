@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import time
 from collections import Counter
 from dataclasses import replace
 from pathlib import Path
@@ -149,12 +150,12 @@ def _groups(run: Run, files: Sequence[str]) -> list[tuple[Config, list[str]]]:
 
 
 def _diff(path: str, before: bytes, after: bytes, changed=None) -> str:
-    import difflib
+    from .fix import unified_diff
 
     if changed is not None:  # a notebook: one diff per changed cell, as ruff prints
         return "".join(
-            "".join(difflib.unified_diff(split_lines(old, keepends=True), split_lines(new, keepends=True),
-                                         f"a/{path}:cell {number}", f"b/{path}:cell {number}"))
+            unified_diff(split_lines(old, keepends=True), split_lines(new, keepends=True),
+                         f"a/{path}:cell {number}", f"b/{path}:cell {number}")
             for number, old, new in changed
         )
     return FileFix(path, before, after, 1).diff()
@@ -251,8 +252,8 @@ def check_once(run: Run) -> int:
     """One ``devlint check`` over the paths: returns the exit code."""
     args = run.args
     files = run.files()
-    if args.show_files:
-        sys.stdout.writelines(display_path(p) + "\n" for p in files)
+    if args.show_files:  # sorted, as ruff lists them
+        sys.stdout.writelines(sorted(display_path(p) + "\n" for p in files))
         return 0
     if args.show_settings:
         return _print_settings(run, files)
@@ -269,10 +270,11 @@ def check_once(run: Run) -> int:
     fix_errors: list[Finding] = []
     if args.fix or args.diff:
         fixed, fixed_by, outputs, fix_errors = _fix_files(run, groups, stdin)
-        if args.diff:
+        if args.diff:  # the diffs, then what they fix, on standard output
             if args.show_fixes:
-                sys.stderr.write(_show_fixes(fixed_by))
-            print(f"Would fix {_findings(fixed)}.", file=sys.stderr)
+                sys.stdout.write(_show_fixes(fixed_by))
+            if not args.silent:
+                print(f"Would fix {_findings(fixed)}.")
             return 1 if fixed else 0
         if "-" in outputs:  # as ruff: the fixed source goes to standard output, the report to stderr
             stdin["-"] = outputs["-"]
@@ -317,11 +319,12 @@ def check_once(run: Run) -> int:
         report = formats.get(run.format)(findings, rules, repository_root())
     if args.silent:
         report = ""
-    elif run.format in ("full", "concise") and not args.quiet:
-        report += _summary(findings, len(files), unsafe)
-        if args.show_fixes and args.fix:
+    elif run.format in ("full", "concise"):
+        if not args.quiet:
+            report += _summary(findings, len(files), unsafe)
+        if args.show_fixes and args.fix:  # asked for: kept under -q too
             report += _show_fixes(fixed_by)
-        elif fixed:
+        elif fixed and not args.quiet:
             report += f"Fixed {_findings(fixed)}.\n"
     out = sys.stderr if "-" in stdin and args.fix else sys.stdout
     _emit(report, args.output_file, out)
@@ -413,8 +416,10 @@ def _watch(run: Run) -> int:
 
     paths = run.args.paths or ["."]
     while True:
-        print("\x1b[2J\x1b[H" if use_color() else "", end="")
-        print(f"[devlint --watch] checking {' '.join(paths)}", file=sys.stderr, flush=True)
+        if sys.stdout.isatty():  # a terminal: each pass on a clean screen, as ruff's watch mode
+            print("\x1b[2J\x1b[H", end="", flush=True)
+        stamp = time.strftime("%H:%M:%S")
+        print(f"[devlint --watch] {stamp} checking {' '.join(paths)}", file=sys.stderr, flush=True)
         try:
             formats._lines.cache_clear()  # fresh source lines and settings on every pass
             run = Run(run.args)

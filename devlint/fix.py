@@ -280,5 +280,19 @@ class FileFix:
                 text = data.decode("utf-8", "replace")
             return source.split_lines(text, keepends=True)
 
-        return "".join(difflib.unified_diff(lines(self.before), lines(self.after), f"a/{self.path}", f"b/{self.path}"))
+        return unified_diff(lines(self.before), lines(self.after), f"a/{self.path}", f"b/{self.path}")
+
+
+def unified_diff(old: list[str], new: list[str], a: str, b: str) -> str:
+    """A unified diff of two lists of lines (ends kept) that always ends in a newline: a last
+    line without one is followed by ``\\ No newline at end of file``, as git and diff print it,
+    instead of running into the next line of the diff."""
+    import difflib
+
+    def marked(lines: list[str]) -> list[str]:
+        if lines and not lines[-1].endswith(("\n", "\r")):
+            return [*lines[:-1], lines[-1] + "\n\\ No newline at end of file\n"]
+        return lines
+
+    return "".join(difflib.unified_diff(marked(old), marked(new), a, b))
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -97,7 +98,7 @@ def test_show_fixes_lists_what_was_fixed(tmp_tree):
     result = full("--fix", "--show-fixes", "a.py", cwd=root)
     assert "Fixed 1 finding:\n- a.py:\n    1 × DEV206 (deprecated-amp-api)" in result.stdout
     diff = full("--diff", "--show-fixes", "a.py", cwd=root)
-    assert "No fixes applied." in diff.stderr  # already fixed
+    assert "No fixes applied." in diff.stdout and "Would fix 0 findings." in diff.stdout  # already fixed
 
 
 def test_quiet_and_silent(tmp_tree):
@@ -278,6 +279,7 @@ def test_watch_checks_again_on_change(tmp_tree):
         while time.time() < deadline and not any("waiting for changes" in l for l in lines):
             lines.append(proc.stdout.readline())
         assert any("All checks passed" in l for l in lines)
+        assert re.match(r"\[devlint --watch\] \d\d:\d\d:\d\d checking \.$", lines[0]), lines[0]  # a timestamp
         time.sleep(1)
         (root / "a.py").write_text("import torch\nx = torch.ones(1).cuda()\n")
         while time.time() < deadline and not any("DEV102" in l for l in lines):
@@ -307,3 +309,18 @@ def test_torch_version_is_per_file_whatever_the_order(tmp_tree):
     full("--fix", "--unsafe-fixes", "b/t.py", "a/t.py", cwd=root)
     assert "torch.accelerator" in (root / "a" / "t.py").read_text()
     assert 'DEVICE = "cuda" if torch.cuda.is_available() else "cpu"' in (root / "b" / "t.py").read_text()
+
+
+def test_show_files_sorted_quiet_show_fixes_and_diff_endings(tmp_tree):
+    """Issue 23: --show-files is sorted; -q keeps the --show-fixes list; --diff's summary is on
+    standard output and a last line without a newline is marked, not run into the next line."""
+    source = "import torch\nscaler = torch.cuda.amp.GradScaler()"  # no final newline
+    root = tmp_tree({"b.py": source, "a/z.py": "x = 1\n", "c.py": "y = 2\n"})
+    listed = full("--show-files", "c.py", "b.py", "a", cwd=root).stdout.splitlines()
+    assert listed == sorted(listed) == ["a/z.py", "b.py", "c.py"]
+    diff = full("--diff", "--show-fixes", "b.py", cwd=root)
+    assert diff.stdout.endswith("Would fix 1 finding.\n") and "- b.py:\n    1 × DEV206" in diff.stdout
+    assert '+scaler = torch.amp.GradScaler("cuda")\n\\ No newline at end of file\n' in diff.stdout
+    assert "-scaler = torch.cuda.amp.GradScaler()\n\\ No newline at end of file\n" in diff.stdout
+    quiet = full("-q", "--fix", "--show-fixes", "b.py", cwd=root).stdout
+    assert "Fixed 1 finding:\n- b.py:\n    1 × DEV206 (deprecated-amp-api)" in quiet and "Found" not in quiet
