@@ -72,7 +72,7 @@ def test_summaries_say_only_what_every_return_shows():
     assert functions["move_to_device"] == "moves" and functions["build_loader"] == "loader"
     assert functions["make_batch"] == "cpub"
     assert "flatten" not in functions  # recursion alone moves nothing
-    assert "build_device_loader" not in functions  # its own collate_fn may place the batch
+    assert "build_device_loader" not in functions  # its collate_fn places the batch
     data = summarize((PROJECTS / "package_relative/pkg/data.py").read_text())["functions"]
     assert data == {"build_loaders": "loaders", "load_features": "cpu"}
     utils = summarize((PROJECTS / "package_relative/pkg/utils.py").read_text())["functions"]
@@ -80,6 +80,15 @@ def test_summaries_say_only_what_every_return_shows():
     maybe = summarize("def f(x, d, on):\n    if on:\n        return x.to(d)\n    return x.float()\n")
     assert maybe["functions"] == {}
     assert summarize("def f(:\n")["functions"] == {}
+    placed = summarize(
+        "import torch\n"
+        "def mask_for(x):\n    m = torch.ones(3, 3)\n    return m.to(x.device)\n"  # a new tensor, not x
+        "def follow(x, ref):\n    return x.to(ref.device)\n"  # on ref's device, whatever it is
+        "def to_run_device(x, cfg):\n    return x.to(cfg.device)\n"
+        "def loader(ds, pad):\n    return torch.utils.data.DataLoader(ds, collate_fn=pad)\n"
+        "def gpu_loader(ds):\n    return torch.utils.data.DataLoader(ds, collate_fn=lambda b: b.cuda())\n"
+    )["functions"]
+    assert placed == {"to_run_device": "moves", "loader": "loader"}
 
 
 def test_an_import_cycle_of_base_classes_ends(tmp_tree):

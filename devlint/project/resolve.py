@@ -24,11 +24,13 @@ _SKIPPED = frozenset(getattr(sys, "stdlib_module_names", ())) | {"torch", "torch
 @lru_cache(maxsize=4096)
 def project_root(folder: str) -> str:
     """The nearest folder at or above ``folder`` holding a :data:`ROOT_MARKERS` entry, else
-    ``folder`` itself (a lone script's folder)."""
+    the folder above the outermost package holding ``folder`` (a lone script's own folder)."""
     here = Path(folder)
     for candidate in (here, *here.parents):
         if any(os.path.exists(candidate / marker) for marker in ROOT_MARKERS):
             return str(candidate)
+    while (here / "__init__.py").exists() and here.parent != here:
+        here = here.parent
     return str(here)
 
 

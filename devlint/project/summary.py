@@ -28,6 +28,7 @@ helper's result is unknown).
 from __future__ import annotations
 
 import ast
+import re
 
 #: torch factories that allocate on the CPU unless given ``device=`` (as ``devlint.dataflow``)
 _FACTORIES = frozenset(
@@ -42,6 +43,11 @@ _LOADERS = frozenset({"torch.utils.data.DataLoader", "torch.utils.data.dataloade
 _SHAPE_ONLY = frozenset({"shape", "device", "dtype", "ndim", "size", "dim", "numel", "is_cuda", "to", "cuda", "type_as"})
 _TORCH_BASES = ("torch.nn.", "lightning.", "pytorch_lightning.")
 _MOVED = frozenset({"dev", "devb", "self", "selfb"})
+#: names of a device the caller chose (``device``, ``cfg.device``, ``local_rank``, ``gpu``)
+_DEVICE_NAME = re.compile(r"(^|_)(device|dev|gpu|cuda|rank|local_rank)s?($|_)", re.I)
+#: roots of an attribute that holds the run's device (``cfg.device``, ``self.device``, ``model.device``)
+_HOLDER = re.compile(r"^(self|cfg|conf|config|configs|args|opt|opts|hparams|hp|params|options|settings|trainer|"
+                     r"accelerator|fabric|model|net|module|state|env|runtime)$", re.I)
 
 
 def summarize(text: str) -> dict:
@@ -98,6 +104,8 @@ class _Summarizer:
         self.class_nodes = {n.name: n for n in tree.body if isinstance(n, ast.ClassDef)}
         self.kinds: dict[str, str] = {}
         self._fn: ast.AST | None = None
+        self._params: list[str] = []
+        self._loop_names: set[str] = set()
         self._bindings: dict[str, list[ast.AST]] = {}
         self._depth = 0
 
@@ -132,6 +140,10 @@ class _Summarizer:
         params = [a.arg for a in (*fn.args.posonlyargs, *fn.args.args)]
         self._fn, self._params = fn, params
         self._bindings = {}
+        self._loop_names = {
+            n.id for node in _own_nodes(fn) if isinstance(node, (ast.For, ast.AsyncFor, ast.comprehension))
+            for n in ast.walk(node.target) if isinstance(n, ast.Name)
+        }
         returns = []
         for node in _own_nodes(fn):
             if isinstance(node, ast.Return):
@@ -225,6 +237,8 @@ class _Summarizer:
     def _call(self, call: ast.Call):
         func = call.func
         if isinstance(func, ast.Attribute) and func.attr in ("to", "cuda"):
+            if not self._from_args(func.value):
+                return None  # a new tensor placed somewhere: not the argument moved
             if func.attr == "cuda":
                 return "dev"
             target = next((a for a in call.args if not isinstance(a, ast.Starred)), None)
@@ -233,7 +247,7 @@ class _Summarizer:
                     target = keyword.value
             if target is None or self._is_dtype(target) or _string(target) == "cpu":
                 return None
-            return "dev"
+            return "dev" if self._device_target(target) else None
         if isinstance(func, ast.Name):
             if self._fn is not None and func.id == self._fn.name:
                 return "self"  # a recursive call: moved only if another return moves
@@ -267,6 +281,35 @@ class _Summarizer:
             return "cpu" if self.kind(call.args[0]) == "cpub" else None
         return None
 
+    def _from_args(self, expr: ast.AST) -> bool:
+        """Is ``expr`` (through methods, attributes and indexing) one of the function's
+        parameters, or an item a loop or comprehension of it takes?"""
+        while True:
+            if isinstance(expr, ast.Call):
+                expr = expr.func
+            elif isinstance(expr, (ast.Attribute, ast.Subscript)):
+                expr = expr.value
+            else:
+                break
+        return isinstance(expr, ast.Name) and (expr.id in self._params or expr.id in self._loop_names)
+
+    def _device_target(self, target: ast.AST) -> bool:
+        """Does ``.to(target)`` name an accelerator chosen by the caller (a ``device``
+        parameter, ``cfg.device``, ``model.device``, ``"cuda"``), not another tensor's own
+        device (``x.to(ref.device)``, ``x.to(ref)``: the result follows ``ref``)?"""
+        if isinstance(target, ast.Constant):
+            return isinstance(target.value, (str, int)) and not isinstance(target.value, bool)
+        if isinstance(target, ast.Name):
+            return bool(_DEVICE_NAME.search(target.id))
+        if isinstance(target, ast.Attribute):
+            root = target
+            while isinstance(root, ast.Attribute):
+                root = root.value
+            return bool(_DEVICE_NAME.search(target.attr)) and isinstance(root, ast.Name) and bool(_HOLDER.match(root.id))
+        if isinstance(target, ast.Call):
+            return self.resolve(target.func) == "torch.device"
+        return False
+
     def _is_dtype(self, expr: ast.AST) -> bool:
         name = self.resolve(expr) or ""
         return (name.startswith("torch.") and name[6:] in _DTYPES) or (_dotted(expr) or "").endswith("dtype")
@@ -275,15 +318,21 @@ class _Summarizer:
         """Does a DataLoader built here get device batches: a ``collate_fn`` of this file, or
         a Dataset class of this file, whose code moves tensors?"""
         for keyword in call.keywords:
-            if keyword.arg == "collate_fn" and not (self.resolve(keyword.value) or "").startswith("torch."):
-                return True  # a collate function of its own may place the batch: unknown
+            if keyword.arg == "collate_fn":
+                value = keyword.value
+                fn = self.functions.get(value.id) if isinstance(value, ast.Name) else None
+                if isinstance(value, ast.Lambda) and _moves_anything(value, self.functions):
+                    return True
+                if fn is not None and _moves_anything(fn, self.functions):
+                    return True  # this file's collate function moves the batch
         dataset = call.args[0] if call.args else next((k.value for k in call.keywords if k.arg == "dataset"), None)
         while isinstance(dataset, ast.Name) and len(self._bindings.get(dataset.id) or ()) == 1:
             dataset = self._bindings[dataset.id][0]
         if isinstance(dataset, ast.Call):
             cls = self.class_nodes.get(_dotted(dataset.func) or "")
             if cls is not None and any(
-                isinstance(m, ast.FunctionDef) and m.name == "__getitem__" and _moves_anything(m) for m in cls.body
+                isinstance(m, ast.FunctionDef) and m.name == "__getitem__" and _moves_anything(m, self.functions)
+                for m in cls.body
             ):
                 return True
         return False
@@ -314,7 +363,7 @@ class _Summarizer:
         if not args:
             return []
         me = args[0]
-        self._fn, self._params, self._bindings = init, args[1:], {}
+        self._fn, self._params, self._bindings, self._loop_names = init, args[1:], {}, set()
         assigned: dict[str, list[ast.AST]] = {}
         registered: set[str] = set()
         for node in _own_nodes(init):
@@ -336,11 +385,18 @@ def _string(node: ast.AST | None) -> str | None:
     return node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else None
 
 
-def _moves_anything(fn: ast.AST) -> bool:
-    return any(
-        isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in ("to", "cuda")
-        for n in _own_nodes(fn)
-    )
+def _moves_anything(fn: ast.AST, functions: dict | None = None, seen: set | None = None) -> bool:
+    """Does ``fn`` call ``.to(...)``/``.cuda()``, itself or through a function of the file?"""
+    seen = set() if seen is None else seen
+    seen.add(id(fn))
+    for n in _own_nodes(fn) if not isinstance(fn, ast.Lambda) else ast.walk(fn.body):
+        if isinstance(n, ast.Call):
+            if isinstance(n.func, ast.Attribute) and n.func.attr in ("to", "cuda"):
+                return True
+            called = functions.get(n.func.id) if functions and isinstance(n.func, ast.Name) else None
+            if called is not None and id(called) not in seen and _moves_anything(called, functions, seen):
+                return True
+    return False
 
 
 def _tensor_reads(forward) -> list[str]:
