@@ -33,6 +33,9 @@ SUMMARY_FORMAT = 1
 ENABLED = not os.environ.get("DEVLINT_NO_PROJECT")
 _EMPTY = {"imports": {}, "functions": {}, "classes": {}}
 _IMPORT = re.compile(r"^[ \t]*import[ \t]+([\w. \t,]+)", re.M)
+#: dotted names called (``helper(``, ``utils.move(``) and the bases in class headers
+_CALLED = re.compile(r"(?<![\w.])([A-Za-z_][\w.]*)\s*\(")
+_BASES = re.compile(r"^[ \t]*class[ \t]+\w+[ \t]*\(([^)]*)\)", re.M)
 _FROM = re.compile(r"^[ \t]*from[ \t]+(\.*)([\w.]*)[ \t]+import[ \t]+(\([^)]*\)|[^\n#;]*)", re.M)
 #: Rules that consult the index, and what in an imported file makes them worth running.
 FUNCTION_RULES = ("DEV111",)
@@ -297,50 +300,74 @@ class View:
         return found
 
     # ---- which rules an import makes worth running ---------------------------------------
+    def _class_rules(self, found: tuple[str, str], used: str, no_forward: bool) -> set[str]:
+        """The class rules a subclass of the project module class ``found`` (written ``used``
+        in the class header) needs forced: DEV113 when that class or an ancestor sets plain
+        tensors, or reads attributes in a ``forward`` the subclass inherits; DEV114 when the pre-check cannot tell the
+        subclass is a module: no ``forward`` of its own (``no_forward``) and a base not named
+        ``*Module``/``*Model``/``*Loss``."""
+        tensors, reads, _, _ = self.inherited(*found)
+        info = self.class_info(*found) or {}
+        codes = set()
+        if tensors or info.get("tensors") or (no_forward and (reads or info.get("reads"))):
+            codes.add("DEV113")
+        if no_forward and not used.rsplit(".", 1)[-1].endswith(("Module", "Model", "Loss")):
+            codes.add("DEV114")
+        return codes
+
     def forced_rules(self, text: str) -> set[str]:
         """Codes of the rules that this file's imports of the project make worth running
-        though the text pre-screen or the pre-check would skip them: DEV111 when it imports a
-        project function with a summary (or a module holding one), DEV113/DEV114 when it
-        imports a project ``nn.Module`` class (or a module holding one)."""
+        though the text pre-screen or the pre-check would skip them: DEV111 where it calls a
+        project function with a summary, DEV113/DEV114 where a class derives from a project
+        ``nn.Module`` class. Only the imported names the text calls or derives from are looked
+        up (this runs on every file)."""
+        if "import" not in text:
+            return set()
+        calls = set(_CALLED.findall(text))
+        headers = list(_BASES.finditer(text))
+        bases: dict[str, bool] = {}  # base -> some class deriving from it lacks a forward
+        for i, header in enumerate(headers):
+            body = text[header.end():headers[i + 1].start() if i + 1 < len(headers) else len(text)]
+            for base in header.group(1).split(","):
+                bases[base.strip()] = bases.get(base.strip(), False) or "def forward(" not in body
         codes: set[str] = set()
-        for level, module, names in _imports(text):
+        for level, module, name, local in _imports(text):
             if level == 0 and module.split(".", 1)[0] in resolve._SKIPPED:
                 continue
-            for name in names:
-                file = self._module(self.folder, level, module) if name is None else None
-                symbol = None
-                if name is not None:
-                    sub = self._module(self.folder, level, f"{module}.{name}" if module else name)
-                    if sub is not None:
-                        file = sub
-                    else:
-                        base = self._module(self.folder, level, module)
-                        symbol = self._symbol(base, name) if base is not None else None
-                if file is not None:
-                    summary = self._summary(file)
-                    if summary["functions"]:
-                        codes.update(FUNCTION_RULES)
-                    if any(self._is_module(file, c, set()) for c in summary["classes"]):
-                        codes.update(CLASS_RULES)
-                elif symbol is not None:
-                    if self._summary(symbol[0])["functions"].get(symbol[1]):
-                        codes.update(FUNCTION_RULES)
-                    elif self._is_module(*symbol, set()):
-                        codes.update(CLASS_RULES)
+            for use, wanted in ((calls, FUNCTION_RULES), (bases, CLASS_RULES)):
+                if set(wanted) <= codes:
+                    continue
+                for used in use:
+                    head, _, rest = used.partition(".")
+                    if head != local:
+                        continue
+                    found = self._target(level, module, name, rest.split(".") if rest else [])
+                    if found is None:
+                        continue
+                    if wanted is FUNCTION_RULES and self._summary(found[0])["functions"].get(found[1]):
+                        codes.update(wanted)
+                    elif wanted is CLASS_RULES and self._is_module(*found, set()):
+                        codes.update(self._class_rules(found, used, bases[used]))
         return codes
 
 
 def _imports(text: str):
-    """(level, module, [imported names, or ``None`` for ``import module``]) of each import
-    line of ``text``, found by a regular expression (no parse: this runs on every file)."""
-    if "import" not in text:
-        return
+    """(level, module, imported name or ``None``, the local name it binds) of each import of
+    ``text``, found by regular expressions (no parse: this runs on every file)."""
     for match in _IMPORT.finditer(text):
         for part in match.group(1).split(","):
             words = part.split()
-            if words:
-                yield 0, words[0], [None]
+            if not words:
+                continue
+            if len(words) == 3 and words[1] == "as":
+                yield 0, words[0], None, words[2]
+            else:
+                yield 0, words[0].split(".", 1)[0], None, words[0].split(".", 1)[0]
     for match in _FROM.finditer(text):
-        body = match.group(3).strip().strip("()")
-        names = [p.split()[0] for p in body.replace("\\\n", " ").replace("\n", ",").split(",") if p.split() and not p.strip().startswith("#")]
-        yield len(match.group(1)), match.group(2), [n for n in names if n != "*"]
+        body = match.group(3).replace("\\\n", " ").strip().strip("()")
+        for part in body.replace("\n", ",").split(","):
+            words = part.split("#", 1)[0].split()
+            if not words or words[0] == "*":
+                continue
+            local = words[2] if len(words) == 3 and words[1] == "as" else words[0]
+            yield len(match.group(1)), match.group(2), words[0], local

@@ -43,6 +43,8 @@ _LOADERS = frozenset({"torch.utils.data.DataLoader", "torch.utils.data.dataloade
 _SHAPE_ONLY = frozenset({"shape", "device", "dtype", "ndim", "size", "dim", "numel", "is_cuda", "to", "cuda", "type_as"})
 _TORCH_BASES = ("torch.nn.", "lightning.", "pytorch_lightning.")
 _MOVED = frozenset({"dev", "devb", "self", "selfb"})
+#: text a function must hold for any return of it to have a kind
+_CLUES = (".to(", ".cuda(", "DataLoader", "torch", "from_numpy")
 #: names of a device the caller chose (``device``, ``cfg.device``, ``local_rank``, ``gpu``)
 _DEVICE_NAME = re.compile(r"(^|_)(device|dev|gpu|cuda|rank|local_rank)s?($|_)", re.I)
 #: roots of an attribute that holds the run's device (``cfg.device``, ``self.device``, ``model.device``)
@@ -58,7 +60,7 @@ def summarize(text: str) -> dict:
     except (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError):
         return {"imports": {}, "functions": {}, "classes": {}}
     try:
-        return _Summarizer(tree).result()
+        return _Summarizer(tree, text.split("\n")).result()
     except RecursionError:  # pragma: no cover - a pathological nesting
         return {"imports": {}, "functions": {}, "classes": {}}
 
@@ -85,8 +87,8 @@ def _own_nodes(function: ast.AST):
 
 
 class _Summarizer:
-    def __init__(self, tree: ast.Module) -> None:
-        self.tree = tree
+    def __init__(self, tree: ast.Module, lines: list[str]) -> None:
+        self.tree, self.lines = tree, lines
         self.imports: dict[str, list] = {}
         for node in tree.body:
             if isinstance(node, ast.Import):
@@ -125,7 +127,12 @@ class _Summarizer:
     def result(self) -> dict:
         for _ in range(3):  # same-file helpers of helpers: a few rounds reach a fixpoint
             before = dict(self.kinds)
+            calls = tuple(f"{k}(" for k in self.kinds)
             for name, fn in self.functions.items():
+                segment = self._segment(fn)
+                if "return" not in segment or not any(t in segment for t in _CLUES + calls):
+                    self.kinds.pop(name, None)  # nothing in it could make a kind: spare the walk
+                    continue
                 kind = self._function(fn)
                 if kind is None:
                     self.kinds.pop(name, None)
@@ -135,6 +142,10 @@ class _Summarizer:
                 break
         classes = {name: self._class(node) for name, node in self.class_nodes.items()}
         return {"imports": self.imports, "functions": dict(self.kinds), "classes": classes}
+
+    def _segment(self, node: ast.AST) -> str:
+        """The source lines of ``node``."""
+        return "\n".join(self.lines[node.lineno - 1:getattr(node, "end_lineno", node.lineno) or node.lineno])
 
     def _function(self, fn) -> str | None:
         params = [a.arg for a in (*fn.args.posonlyargs, *fn.args.args)]
@@ -344,11 +355,11 @@ class _Summarizer:
         methods = {m.name: m for m in node.body if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef))}
         tensors = []
         init = methods.get("__init__")
-        if init is not None:
+        if init is not None and "torch" in self._segment(init):
             tensors = self._plain_tensors(init)
         reads = []
         forward = methods.get("forward")
-        if forward is not None:
+        if forward is not None and "self." in self._segment(forward):
             reads = _tensor_reads(forward)
         return {
             "bases": bases,
