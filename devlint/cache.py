@@ -42,6 +42,12 @@ def _code_digest() -> str:
     return digest.hexdigest()
 
 
+def code_digest() -> str:
+    """A digest of devlint's version and of its own source files (``runtime/`` left out):
+    part of every cache key, so that an edited rule or analysis never serves stale results."""
+    return _code_digest()
+
+
 class Cache:
     """Findings of already-linted file contents; ``root`` is the folder holding the cache."""
 

@@ -23,6 +23,7 @@ import re
 import tempfile
 from pathlib import Path
 
+from ..cache import code_digest
 from ..names import dotted
 from . import resolve
 from .summary import summarize
@@ -99,7 +100,10 @@ class ProjectIndex:
         summary = self._by_hash.get(digest)
         if summary is not None:
             return summary
-        entry = self.folder / digest[:2] / digest if self.folder is not None else None
+        entry = None
+        if self.folder is not None:  # the summariser's own code is part of the key, as for findings
+            key = hashlib.sha256(f"{code_digest()}|{digest}".encode()).hexdigest()
+            entry = self.folder / key[:2] / key
         if entry is not None:
             try:
                 stored = json.loads(entry.read_text(encoding="utf-8"))
@@ -202,16 +206,9 @@ class View:
         return found if found is not None or not rest else self._target(0, full, None, rest)
 
     # ---- what the rules ask ---------------------------------------------------------------
-    def function_kind(self, expr, names) -> str | None:
-        """``"moves"``, ``"loader"``, ``"loaders"``, ``"cpu"``, ``"cpub"`` (see
-        :mod:`devlint.project.summary`) for a call of a project function, else ``None``."""
-        found = self.definition(expr, names)
-        if found is None:
-            return None
-        return self._summary(found[0])["functions"].get(found[1])
-
     def call_kind(self, func, names) -> str | None:
-        """What calling ``func`` gives: a :meth:`function_kind`, ``"module"`` for a project
+        """What calling ``func`` gives: ``"moves"``, ``"loader"``, ``"loaders"``, ``"cpu"``,
+        ``"cpub"`` (see :mod:`devlint.project.summary`) for a project function, ``"module"`` for a project
         ``nn.Module`` class (a model built, not moved), else ``None``."""
         found = self.definition(func, names)
         if found is None:
