@@ -25,6 +25,7 @@ from . import guards
 from . import source as source_text
 from . import precheck as _precheck
 from .finding import PARSE_ERROR, Edit, Finding, Fix
+from .inner_positions import place_inside
 from .names import ImportTable, dotted
 from .rule import Analysis, Participant, Rule
 from .rules import all_rules
@@ -927,7 +928,10 @@ def _positions(module: cst.Module, text: str, wanted: dict[int, list], tree: ast
         pieces = None
     found: dict = {}
     missing: list = []
+    deep = memo is not None and pieces is None and "\r" not in text
     for index, nodes in wanted.items():
+        if deep and place_inside(module, index, starts[index], nodes, found, memo, _children):
+            continue
         _place(module, index, starts[index], nodes, found, missing, memo)
     if missing:  # reported with another statement's index (a fix that edits an import too)
         located = _locate(module, {id(node) for node in missing})
@@ -974,6 +978,26 @@ def _place(module: cst.Module, index: int, start: int, nodes: list, found: dict,
             CodePosition(code_range.start.line + shift, code_range.start.column),
             CodePosition(code_range.end.line + shift, code_range.end.column),
         )
+
+
+def _children(node: cst.CSTNode):
+    """The children of ``node`` that the walk visits (decorators included), as :func:`_locate`."""
+    kind = node.__class__
+    if kind is cst.FunctionDef or kind is cst.ClassDef:
+        yield from node.decorators
+    walked = _WALKED
+    for name in _FIELDS.get(kind) or _fields(kind):
+        value = getattr(node, name)
+        cls = value.__class__
+        if cls is tuple or cls is list:
+            for item in value:
+                ok = walked.get(item.__class__)
+                if ok or (ok is None and _walkable(item.__class__)):
+                    yield item
+        else:
+            ok = walked.get(cls)
+            if ok or (ok is None and _walkable(cls)):
+                yield value
 
 
 def _locate(module: cst.Module, ids: set[int]) -> dict[int, int]:

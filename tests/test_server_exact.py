@@ -130,3 +130,80 @@ def test_random_edits_of_a_real_file_parse_as_the_whole_text_does(name):
         partial += not cache.stats.full
         text = new
     assert compared >= 15 and partial >= compared - 2
+
+
+def big_class(methods: int = 24) -> str:
+    """A module with one long class: methods (decorated or not, nested blocks, a nested class),
+    class-level statements, findings (with fixes) in many of them and in a decorator."""
+    parts = ["import torch\n\n\nclass Trainer:\n    scale = torch.ones(1).cuda()\n\n"]
+    for k in range(methods):
+        if k % 5 == 1:
+            parts.append(f"    @torch.no_grad()\n    def step{k}(self, x):\n        return x.cuda() + {k}\n\n")
+        elif k % 5 == 2:
+            parts.append(f"    def loop{k}(self, xs):\n        for x in xs:\n            if x:\n"
+                         f"                y = torch.zeros({k}).cuda()\n        return xs\n\n")
+        elif k % 5 == 3:
+            parts.append(f"    class Inner{k}:\n        def f(self):\n            return torch.ones({k}, device='cuda')\n\n")
+        elif k % 5 == 4:
+            parts.append(f"    @staticmethod\n    def plain{k}(a, b):\n        '''Doc\n    string'''\n        return a + b\n\n")
+        else:
+            parts.append(f"    def method{k}(self, batch):\n        # a comment\n        out = self.model(batch)\n"
+                         f"        return out.cuda()\n\n")
+    parts.append("\nprint(Trainer)\n")
+    return "".join(parts)
+
+
+def class_edit(text: str, rng: random.Random) -> str:
+    """An edit inside the class: a method edited, added, deleted or decorated, a class-level
+    statement added, a line de-indented out of the class (which breaks it apart) and back."""
+    lines = text.split("\n")
+    inside = [k for k, line in enumerate(lines) if line.startswith("    ")]
+    k = rng.choice(inside)
+    kind = rng.choice(("type", "finding", "method", "delete", "decorate", "class_level", "dedent", "blank"))
+    if kind == "type":
+        at = rng.randrange(len(lines[k]) + 1)
+        lines[k] = lines[k][:at] + rng.choice("x_( ):.#") + lines[k][at:]
+    elif kind == "finding":
+        line = lines[k]
+        lines.insert(k, line[: len(line) - len(line.lstrip())] + "z = torch.zeros(1).cuda()")
+    elif kind == "method":
+        lines.insert(k, "    def added(self):\n        return torch.ones(2).cuda()\n")
+    elif kind == "delete":
+        del lines[k:k + rng.randrange(1, 5)]
+    elif kind == "decorate":
+        lines.insert(k, lines[k][: len(lines[k]) - len(lines[k].lstrip())] + "@torch.no_grad()")
+    elif kind == "class_level":
+        lines.insert(k, "    total = torch.zeros(3).cuda()")
+    elif kind == "dedent":
+        lines[k] = lines[k].lstrip()
+    else:
+        lines.insert(k, "")
+    return "\n".join(lines)
+
+
+def test_edits_inside_a_big_class_give_a_full_lints_findings():
+    """Findings inside a long class are placed by rendering only the statements that hold them
+    (:mod:`devlint.inner_positions`); every edit must still give ``devlint check``'s findings."""
+    from devlint.inner_positions import KEY
+
+    text = big_class()
+    path = "/nonexistent-devlint-test/trainer.py"
+    rng = random.Random("big class")
+    state = DocumentState()
+    assert lint_text(text, path, state) == check_source(text.encode(), path, ["DEV"], [])
+    compared = deep = 0
+    for step in range(50):
+        new = class_edit(text, rng)
+        got = lint_text(new, path, state)
+        try:
+            cst.parse_module(new)
+        except cst.ParserSyntaxError:
+            assert any(f.code == "DEV000" for f in got)
+            continue
+        full = check_source(new.encode(), path, ["DEV"], [])
+        assert got == full, step
+        assert len(full) >= 5
+        compared += 1
+        deep += bool(state.positions.get(KEY))
+        text = new
+    assert compared >= 20 and deep >= compared - 3, (compared, deep)

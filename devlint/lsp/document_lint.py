@@ -18,6 +18,7 @@ from .. import noqa, settings as torch_settings
 from ..engine import enabled_rules, lint_parsed_by, project_rules, triggered
 from ..finding import PARSE_ERROR, Finding
 from ..incremental import StatementCache
+from ..inner_positions import KEY as INNER_KEY
 from ..notebook import Notebook
 from ..precheck import candidates
 from .settings import Settings, excluded
@@ -179,7 +180,7 @@ def lint_text(text: str, path: str | None, state: DocumentState, settings: Setti
         return state.broken
     if state.positions:
         alive = {id(statement) for statement in state.cache.module.body}
-        for key in [k for k in state.positions if k not in alive]:
+        for key in [k for k in state.positions if k not in alive and k != INNER_KEY]:
             del state.positions[key]
     findings = noqa.apply(findings, clean)
     if dropped:

@@ -1,0 +1,177 @@
+"""Positions of reported nodes without rendering the whole top-level statement that holds them.
+
+The engine places a finding by rendering its top-level statement alone with libcst's
+``PositionProvider`` (:func:`devlint.engine._place`). In a class of thousands of lines (a
+``Trainer``) that rendering costs more than the lint, and the language server did it on every
+keystroke, since an edit makes a new class node. :func:`place_inside` descends instead from the
+top-level statement into the indented body of each ``class``/``def``/``if``/``for``/``while``/
+``with`` down to the innermost statement that holds a group of reported nodes, and renders only
+that statement inside a stand-in of its enclosing blocks (their headers and indentation, no
+other statement), so columns are those of the file. Its first line is the top-level statement's
+plus the lines of the enclosing headers and of the statements before it in each body (counted
+once per immutable node and kept in ``memo``). Rendering a statement adds no line between its
+siblings, so the lines are those of the whole rendering; a text with a lone ``\\r`` newline is
+left to the caller (line counting assumes ``\\n``).
+
+Only the language server calls this (the engine's ``memo`` is given); ``devlint check`` keeps
+rendering whole statements, so the equivalence tests of the server against ``devlint check``
+(tests/test_server_exact.py, tests/test_server_incremental.py) check these positions.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Iterable
+
+import libcst as cst
+from libcst.metadata import CodePosition, CodeRange, MetadataWrapper, PositionProvider
+
+#: Compound statements whose indented body is descended into; their ``orelse`` (if any) is
+#: dropped from the stand-in, which changes no line before the body.
+_OWNERS = (cst.FunctionDef, cst.ClassDef, cst.If, cst.For, cst.While, cst.With)
+_DEPTH = 6
+#: key of this module's entries in the engine's per-document memo
+KEY = "inner"
+_PASS = cst.SimpleStatementLine(body=[cst.Pass()])
+
+Children = Callable[[cst.CSTNode], Iterable[cst.CSTNode]]
+
+
+def _anchor(statement: cst.CSTNode) -> cst.CSTNode:
+    """The node whose start line is the statement's first line of code (past its comments)."""
+    decorators = getattr(statement, "decorators", None)
+    return decorators[0] if decorators else statement
+
+
+def _lead(statement: cst.CSTNode) -> int:
+    """Lines of blank lines and comments above the statement's anchor."""
+    count = len(getattr(statement, "leading_lines", ()))
+    decorators = getattr(statement, "decorators", None)
+    return count + (len(decorators[0].leading_lines) if decorators else 0)
+
+
+def _block(owner: cst.CSTNode) -> bool:
+    return isinstance(owner, _OWNERS) and isinstance(owner.body, cst.IndentedBlock)
+
+
+class _Memo:
+    """The entries of one call (those the next call finds), read from the previous call's."""
+
+    def __init__(self, old: dict) -> None:
+        self.old, self.new = old, {}
+
+    def get(self, kind: str, node: cst.CSTNode, make):
+        key = (kind, id(node))
+        entry = self.new.get(key) or self.old.get(key)
+        if entry is None or entry[0] is not node:
+            entry = (node, make())
+        self.new[key] = entry
+        return entry[1]
+
+
+def _ids(node: cst.CSTNode, children: Children, stop: frozenset = frozenset()) -> frozenset:
+    """``id`` of ``node`` and of every node below it (the engine's walk), not entering ``stop``."""
+    found, stack = set(), [node]
+    while stack:
+        item = stack.pop()
+        found.add(id(item))
+        stack.extend(c for c in children(item) if id(c) not in stop)
+    return frozenset(found)
+
+
+def place_inside(module: cst.Module, index: int, start: int, nodes: list, found: dict, memo: dict,
+                 children: Children) -> bool:
+    """Put in ``found`` (node -> ``CodeRange``) the positions of ``nodes``, reported in the
+    top-level statement ``module.body[index]`` whose anchor (first decorator or keyword) is on
+    line ``start``, rendering only the innermost statements that hold them. Returns False,
+    placing nothing, when some node is not below a statement of an indented body (in a header,
+    or not in this statement at all): the caller then renders the whole statement as before.
+    ``memo`` is the engine's per-document dict; this keeps its entries under :data:`KEY`."""
+    statement = module.body[index]
+    if not _block(statement):
+        return False
+    state = _Memo(memo.get(KEY) or {})
+    style = (module.default_indent, module.default_newline)
+    groups = _split(statement, nodes, state, children)
+    if groups is None:
+        return False
+    work = [((), statement, start, groups)]
+    placed: dict = {}
+    while work:
+        chain, owner, line, groups = work.pop()
+        header_lines = state.get("header", owner, lambda: _header_lines(module, owner))
+        if header_lines is None:
+            return False
+        line += header_lines
+        block = owner.body.body
+        at = 0
+        for child_index in sorted(groups):
+            for k in range(at, child_index):
+                line += state.get("lines", block[k], lambda k=k: module.code_for_node(block[k]).count("\n"))
+            at = child_index
+            child, part = block[child_index], groups[child_index]
+            anchor_line = line + _lead(child)
+            inner = _split(child, part, state, children) if _block(child) and len(chain) + 1 < _DEPTH else None
+            if inner:
+                work.append(((*chain, owner), child, anchor_line, inner))
+                continue
+            where = _render(module, (*chain, owner), child, style, state)
+            shift = anchor_line - where[_anchor(child)].start.line
+            for node in part:
+                code_range = where.get(node)
+                if code_range is None:
+                    return False
+                placed[node] = CodeRange(CodePosition(code_range.start.line + shift, code_range.start.column),
+                                         CodePosition(code_range.end.line + shift, code_range.end.column))
+    found.update(placed)
+    memo[KEY] = state.new
+    return True
+
+
+def _split(owner: cst.CSTNode, nodes: list, state: _Memo, children: Children) -> dict | None:
+    """``nodes`` grouped by the index of the statement of ``owner``'s indented body that holds
+    each; ``None`` when one is in no such statement."""
+    block = owner.body.body
+    groups: dict[int, list] = {}
+    sets = None
+    for node in nodes:
+        if sets is None:
+            sets = [state.get("ids", child, lambda child=child: _ids(child, children)) for child in block]
+        for k, ids in enumerate(sets):
+            if id(node) in ids:
+                groups.setdefault(k, []).append(node)
+                break
+        else:
+            return None
+    return groups
+
+
+def _header_lines(module: cst.Module, owner: cst.CSTNode) -> int | None:
+    """Lines from ``owner``'s anchor to the first line of the first statement of its body
+    (rendered with a one-line body and no ``else``)."""
+    stub = owner.with_changes(body=owner.body.with_changes(body=[_PASS], footer=()))
+    if hasattr(stub, "orelse"):
+        stub = stub.with_changes(orelse=None)
+    count = module.code_for_node(stub).count("\n") - 1 - _lead(owner)
+    return count if count >= 1 else None
+
+
+def _render(module: cst.Module, chain: tuple, child: cst.CSTNode, style: tuple, state: _Memo) -> dict:
+    """Positions of the nodes of ``child`` rendered in a stand-in of the blocks ``chain`` that
+    enclose it (their headers and indentation only); kept while the node and the indentation
+    of those blocks are the same."""
+    indents = (style, *(owner.body.indent for owner in chain))
+
+    def make():
+        wrapped = child
+        for owner in reversed(chain):
+            wrapped = owner.with_changes(body=owner.body.with_changes(body=[wrapped], footer=()))
+            if hasattr(wrapped, "orelse"):
+                wrapped = wrapped.with_changes(orelse=None)
+        single = module.with_changes(body=[wrapped], header=(), footer=())
+        return indents, MetadataWrapper(single, unsafe_skip_copy=True).resolve(PositionProvider)
+
+    kept = state.get("render", child, make)
+    if kept[0] != indents:
+        kept = make()
+        state.new[("render", id(child))] = (child, kept)
+    return kept[1]
