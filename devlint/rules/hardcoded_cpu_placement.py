@@ -71,7 +71,7 @@ class HardcodedCpuPlacement(Rule):
     code = "DEV103"
     name = "hardcoded-cpu-placement"
     message = "{call} pins this module to the CPU: use .to(device)"
-    input_message = "{call} puts this input on the CPU, off the model's device: use .to(device)"
+    input_message = "{call} moves this input off the model's device: use .to(device)"
     triggers = (".cpu(", '"cpu"', "'cpu'")  # and torch: modules are recognised through it
 
     requires = (DeviceFlow,)

@@ -19,7 +19,7 @@ class UnguardedPinMemory(Rule):
     code = "DEV106"
     name = "unguarded-pin-memory"
     message = ".pin_memory() raises without CUDA: pin only when torch.cuda.is_available()"
-    argument_message = "pin_memory=True raises without CUDA: pass pin_memory=torch.cuda.is_available()"
+    argument_message = "pin_memory=True raises without CUDA: guard it with is_available()"
     triggers = ("pin_memory",)
 
     @staticmethod
