@@ -324,6 +324,9 @@ class _Finder:
             if not bound:
                 continue
             moves = [n for n in _own_walk(region) if isinstance(n, ast.Call) and is_device_move(n)]
+            if any(isinstance(m.func.value, ast.Name) and m.func.value.id in seeds and not isinstance(self.parents[m], ast.Tuple)
+                   and len(seeds) == 1 for m in moves):
+                continue  # batch = batch.to(d) first: its items are on the device already
             for move in moves:
                 if id(move) in seen or _root(move.func.value) not in bound:
                     continue

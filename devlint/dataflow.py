@@ -83,7 +83,7 @@ LEGACY_CONSTRUCTORS = frozenset(
 _JOINS = frozenset({"stack", "cat", "concat", "concatenate", "vstack", "hstack", "dstack"})
 #: callee names that say "a model" (for a parameter or an attribute the linter cannot see)
 _MODEL_CALLEE = re.compile(
-    r"(^|_)(model|models|net|network|module|encoder|decoder|backbone|classifier|generator|discriminator|"
+    r"(^|_)(model|models|net|network|module|mods|encoder|decoder|backbone|classifier|generator|discriminator|"
     r"transformer|unet|student|teacher|policy|critic|actor|detector|segmenter|autoencoder|vae|gan)s?$",
     re.I,
 )
@@ -291,8 +291,15 @@ class DeviceFlow(Analysis):
         name = dotted(expr)
         if name is None or name in self.functions:
             return False
-        last = name.rsplit(".", 1)[-1]
-        return bool(_LOSS_CALLEE.match(last)) and not _HELPER_PREFIX.match(last)
+        parts = name.split(".")
+        last = parts[-1]
+        if _LOSS_CALLEE.match(last):
+            return not _HELPER_PREFIX.match(last)
+        # loss.process_scores(scores, labels), self.criterion.compute(out, y): a loss's own method
+        return (
+            len(parts) > 1 and not last.startswith("_") and last not in _MODULE_API and last not in _READOUTS
+            and any(_LOSS_CALLEE.match(p) for p in parts[:-1])
+        )
 
     def check_call(self, call: cst.Call) -> tuple[bool, frozenset]:
         """DEV111 for one call: ``(report now, requirements)``; :attr:`culprit` is then the
