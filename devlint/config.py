@@ -112,6 +112,24 @@ def check_codes(codes: Sequence[str], where: str) -> None:
             raise ConfigError(f"{where}: unknown rule selector {code!r} (codes are DEV000 and DEV101 to DEV2xx: see `devlint rule --all`)")
 
 
+def _caret(path: Path, message: str) -> str:
+    """The line a TOML error names, with a caret under its column, as ruff shows it (empty
+    when the message names no line or the file cannot be read again)."""
+    import re
+
+    where = re.search(r"line (\d+)(?:, column (\d+))?", message)
+    try:
+        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return ""
+    if not where or not lines:
+        return ""
+    row = min(int(where.group(1)), len(lines))
+    column = int(where.group(2) or 1)
+    gutter = " " * len(str(row))
+    return f"\n {gutter} |\n {row} | {lines[row - 1]}\n {gutter} | {' ' * (column - 1)}^"
+
+
 def _read(path: Path) -> dict:
     """A TOML file's document; a file that is not valid TOML raises :class:`ConfigError`
     with the file, line and column."""
@@ -125,7 +143,7 @@ def _read(path: Path) -> dict:
                 message += f" (line {max(1, len(path.read_bytes().splitlines()))}, the end of the file)"
             except OSError:
                 pass
-        raise ConfigError(f"{path}: not valid TOML: {message}") from None
+        raise ConfigError(f"{path}: not valid TOML: {message}{_caret(path, message)}") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{path}: {exc}") from None
 

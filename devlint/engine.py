@@ -479,7 +479,7 @@ def lint(
     try:
         text = source_text.decode(source).text if isinstance(source, bytes) else source
     except (SyntaxError, UnicodeDecodeError, LookupError) as exc:
-        return [Finding(path, 1, 0, PARSE_ERROR, f"could not parse: {exc}", 1, 0)]
+        return [_undecodable(source, path, exc)]
     forced = project_rules(project, text, rules)
     every = rules
     rules = triggered(text, rules)
@@ -538,9 +538,32 @@ def _parse_and_analyse(text: str, path: str, rules, tree, skipped: list[Finding]
     return sorted([*skipped, *lint_module(module, text, path, rules=rules, tree=starts, project=project)])
 
 
+#: The DEV000 message of a file holding NUL bytes (an image, an archive renamed ``.py``).
+BINARY = "binary file (it holds NUL bytes), not Python source: exclude it"
+
+
+def _undecodable(data: bytes, path: str, exc: Exception) -> Finding:
+    """The ``DEV000`` finding of bytes that do not decode: a binary file says so; bytes that
+    are not UTF-8 (a Latin-1 file without a coding cookie) name the first bad byte, where it
+    is; anything else (an unknown codec in the cookie) in Python's words."""
+    if b"\x00" in data:
+        return Finding(path, 1, 0, PARSE_ERROR, BINARY, 1, 0)
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError as bad:
+        start = data.rfind(b"\n", 0, bad.start) + 1
+        line, col = data.count(b"\n", 0, bad.start) + 1, len(data[start:bad.start].decode("utf-8", "replace"))
+        return Finding(path, line, col, PARSE_ERROR, f"not UTF-8 (byte 0x{data[bad.start]:02x}): save it as UTF-8 "
+                       "or declare its coding", line, col + 1)
+    return Finding(path, 1, 0, PARSE_ERROR, f"could not parse: {exc}", 1, 0)
+
+
 def _parse_failure(text: str, path: str, exc: Exception) -> Finding:
     """The ``DEV000`` finding of a parse of ``text`` that raised ``exc``: at the syntax error
-    (in CPython's words where it agrees) for a ``ParserSyntaxError``, else at line 1 naming it."""
+    (in CPython's words where it agrees) for a ``ParserSyntaxError``, else at line 1 naming it;
+    a text holding NUL characters is a binary file."""
+    if "\x00" in text:
+        return Finding(path, 1, 0, PARSE_ERROR, BINARY, 1, 0)
     if isinstance(exc, cst.ParserSyntaxError):
         line, col, reason = _syntax_error(text, exc)
         return Finding(path, line, col, PARSE_ERROR, f"could not parse: {reason}, line {line}", line, col)

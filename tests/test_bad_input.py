@@ -66,3 +66,18 @@ def test_missing_file_is_one_finding(tmp_tree):
     found = parse_findings(result.stdout)
     assert found["missing.py"] == {(1, "DEV000")} and found["good.py"] == {(2, "DEV102")}
     assert result.returncode == 1
+
+
+def test_bad_input_is_shown_well(tmp_tree):
+    """Issue 23: a binary file's DEV000 says so and prints no raw bytes; a Latin-1 file says it
+    is not UTF-8, at the byte; a pyproject.toml that is not TOML shows the line with a caret."""
+    root = tmp_tree({"bin.py": b"import torch\n\x00\x01\xff\xfe\x89PNG", "latin.py": b"# caf\xe9\nimport torch\n",
+                     "nul.py": b"import torch\nx = 1\x00\n"})
+    out = devlint("check", "--no-cache", "bin.py", "latin.py", "nul.py", cwd=root).stdout
+    assert "bin.py:1:1: DEV000 binary file (it holds NUL bytes), not Python source: exclude it\n" in out
+    assert "nul.py:1:1: DEV000 binary file" in out and "\x00" not in out and "\x01" not in out
+    assert "latin.py:1:6: DEV000 not UTF-8 (byte 0xe9): save it as UTF-8 or declare its coding" in out
+    bad = tmp_tree({"pyproject.toml": '[tool.devlint]\nselect = ["DEV1"\nignore = []\n', "a.py": "x = 1\n"})
+    result = devlint("check", "--no-cache", "a.py", cwd=bad)
+    assert result.returncode == 2
+    assert result.stderr.endswith("Unclosed array (at line 3, column 1)\n   |\n 3 | ignore = []\n   | ^\n")

@@ -82,6 +82,8 @@ def _lines(path: str, cell: int | None) -> tuple[str, ...]:
         data = Path(path).read_bytes()
     except OSError:
         return ()
+    if b"\x00" in data:  # a binary file: no raw bytes on the terminal
+        return ()
     if cell is not None:
         from ..notebook import cell_lines
 
