@@ -137,5 +137,9 @@ def test_the_server_lints_across_files_and_relints_importers_of_an_edited_buffer
         assert codes(client.diagnostics(train)) == []  # the importer, linted again unasked
         client.change(helper, HELPER, 3)
         assert codes(client.diagnostics(train)) == [("DEV111", 6)]
+        client.send("textDocument/didClose", {"textDocument": {"uri": helper}})
+        (tmp_path / "helper.py").write_text(HELPER.replace("return DataLoader(ds)", "return ds"))  # saved elsewhere
+        client.send("workspace/didChangeWatchedFiles", {"changes": [{"uri": helper, "type": 2}]})
+        assert codes(client.diagnostics(train)) == []
     finally:
         client.close()

@@ -48,13 +48,15 @@ def build_server():
             ls.client_register_capability(types.RegistrationParams(registrations=[types.Registration(
                 id="devlint-pyproject", method=types.WORKSPACE_DID_CHANGE_WATCHED_FILES,
                 register_options=types.DidChangeWatchedFilesRegistrationOptions(
-                    watchers=[types.FileSystemWatcher(glob_pattern="**/pyproject.toml")]),
+                    watchers=[types.FileSystemWatcher(glob_pattern="**/pyproject.toml"),
+                              types.FileSystemWatcher(glob_pattern="**/*.py")]),
             )]))
 
     @server.feature(types.WORKSPACE_DID_CHANGE_WATCHED_FILES)
     def watched_files(ls, params: types.DidChangeWatchedFilesParams) -> None:
         if any(change.uri.endswith("pyproject.toml") for change in params.changes):
             session.reload_settings()
+        session.files_changed([session.path_of(c.uri) for c in params.changes if c.uri.endswith(".py")])
 
     @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
     def did_open(ls, params: types.DidOpenTextDocumentParams) -> None:

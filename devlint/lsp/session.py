@@ -236,6 +236,19 @@ class Session:
         for key in stale:
             self.schedule(key, 0)
 
+    def files_changed(self, paths: Sequence[str | None]) -> None:
+        """Python files changed on disk (the client's file watcher): lint again the open
+        documents whose findings read one (a created or deleted file may change what an import
+        names, so the import lookups are forgotten)."""
+        if self.index is None or not paths:
+            return
+        from ..project import resolve
+
+        resolve.clear()
+        for path in paths:
+            if path:
+                self.relint_importers(path)
+
     def closed(self, path: str | None) -> None:
         """A document was closed: the disk speaks for its file again."""
         if self.index is not None and path:
