@@ -125,7 +125,7 @@ def test_uneven_batch_is_cut_to_a_multiple_of_the_world_size():
 
 
 @pytest.mark.parametrize("name", ["conv_bn", "transformer_lm", "clipped_with_schedule", "custom_step",
-                                  "sync_batchnorm"])
+                                  "sync_batchnorm", "batchnorm_shuffled"])
 def test_correct_models_pass(name):
     report = _check(getattr(steps, name)())
     assert report.ok, str(report)
@@ -158,6 +158,19 @@ def test_batchnorm_without_sync_under_uneven_data_is_named():
     assert f.module == "bn (BatchNorm1d)" and f.details["z_rms"] > 3
     assert "SyncBatchNorm" in f.fix
     assert not report.ok and all(r.status == "mismatch" for r in _rows(report))
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_batchnorm_on_a_class_sorted_batch_is_a_finding_and_a_shuffled_one_passes(seed):
+    torch.manual_seed(seed)
+    report = _check(steps.batchnorm_class_sorted(), fsdp=False)
+    (f,) = report.findings
+    assert f.kind == "batchnorm-statistics" and f.module == "bn (BatchNorm1d)", str(report)
+    assert "labels are split by rank (rank 0: class 0; rank 1: class 1" in f.message
+    assert f.details["grad_rel_err"] > 0.1
+    torch.manual_seed(seed)
+    shuffled = _check(steps.batchnorm_shuffled(), fsdp=False)
+    assert shuffled.ok and not shuffled.findings, str(shuffled)
 
 
 def test_rank_dependent_init_is_named():

@@ -118,6 +118,20 @@ def run(args: argparse.Namespace) -> int:
             print(f"{_PROG}: --html needs matplotlib; pip install matplotlib (devlint's [report] "
                   "extra)", file=sys.stderr)
             return 2
+    from .torchrun import job_from_env
+
+    world_size = getattr(args, "world_size", None)
+    try:
+        joined = job_from_env()
+    except ValueError as exc:
+        print(f"{_PROG}: {exc}", file=sys.stderr)
+        return 2
+    if joined is not None:  # started by torchrun: be one of its ranks, start no processes
+        if world_size not in (None, joined.world_size):
+            print(f"{_PROG}: --world-size {world_size}, but torchrun started {joined.world_size} "
+                  "processes", file=sys.stderr)
+            return 2
+        world_size = joined.world_size
     tol_args = {k: getattr(args, k, None) for k in ("k", "quick", "negligible")}
     tolerances = Tolerances(**{k: v for k, v in tol_args.items() if v is not None}) \
         if any(v is not None for v in tol_args.values()) else None
@@ -132,7 +146,7 @@ def run(args: argparse.Namespace) -> int:
                 step, loaded = reference_step(args.seed), []
             report = _check(step, args.device, getattr(args, "mode", None), tolerances, args.seed,
                             extra_warnings=loaded,
-                            world_size=getattr(args, "world_size", None), target=args.target,
+                            world_size=world_size, target=args.target, joined=joined,
                             cpu_kernels=getattr(args, "cpu_kernels", None) or "auto",
                             policy=getattr(args, "autocast_policy", None) or "cuda")
     except TargetError as exc:
@@ -145,6 +159,10 @@ def run(args: argparse.Namespace) -> int:
         for folder in paths:
             if folder in sys.path:
                 sys.path.remove(folder)
+    if report is None:
+        print(f"{_PROG}: rank {joined.rank} of {joined.world_size} sent its results to rank 0, "
+              "which prints the report", file=sys.stderr)
+        return 0
     if added:
         shown = [_shown(p) for p in added]
         report.notes.append("sys.path: added " + ", ".join(shown) + " to import the target")

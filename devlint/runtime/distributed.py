@@ -57,7 +57,8 @@ from .report import Finding, Report, Run
 from .step import Parameters, TrainingStep, map_tensors, scalar_loss
 
 __all__ = ["check_distributed", "for_check_step", "batch_size", "shard_batch", "DEFAULT_TIMEOUT", "GRAD_RTOL",
-           "SAME_RTOL", "BN_Z", "STARTUP_TIMEOUT"]
+           "SAME_RTOL", "BN_Z", "BN_ORDERS", "BN_ORDER_RATIO", "BN_MIN_ERR", "LABEL_P", "LABEL_SPLITS",
+           "STARTUP_TIMEOUT"]
 
 #: Seconds one rank may take for its step (forward, backward, optimizer step, the FSDP run)
 #: once every rank has joined the process group and built the step.
@@ -81,6 +82,24 @@ SAME_RTOL = 1e-6
 #: means are off by more than this many standard errors of random sharding, RMS over channels
 #: and ranks (under a random split each is about N(0, 1), so an RMS of 3 is a 3-sigma event).
 BN_Z = 3.0
+#: A plain BatchNorm whose channel means stay within :data:`BN_Z` is still reported when DDP's
+#: gradients (whole model, relative L2 against one process) differ by more than ``BN_MIN_ERR``
+#: and by more than ``BN_ORDER_RATIO`` times the most that ``BN_ORDERS`` random orders of the
+#: same samples give: the batch's order gives each rank different data (a class-sorted batch),
+#: not sampling noise. Source: a Linear-BatchNorm-MLP, 30 seeds, 2 ranks: a batch in random
+#: order reaches at most 1.10x (16 samples) and 1.21x (8) the largest of 8 random orders; a
+#: class-sorted batch of 16 whose class means are 0.3 standard deviations apart, a median of
+#: 1.76x (0.5 apart: 2.36x), while its channel means stay below 3 standard errors. With 4
+#: samples per rank a sorted batch is not told apart from a random one (median 1.0x).
+BN_ORDERS = 8
+BN_ORDER_RATIO = 1.5
+BN_MIN_ERR = 0.1
+#: ... or when the batch's class labels (a 1-D integer tensor of the batch's length) are split
+#: over the ranks more unevenly than this fraction of random splits (a permutation test of the
+#: chi-square statistic of the per-rank label counts, :data:`LABEL_SPLITS` random splits): a
+#: class-sorted batch of 16 in 2 classes is split as it is by 2 in 12870 random splits (1.6e-4).
+LABEL_P = 5e-4
+LABEL_SPLITS = 8000
 #: After the first rank fails, seconds to wait for the others' errors before stopping them.
 ERROR_GRACE = 0.5
 #: The process group's own timeout is longer than devlint's, so that devlint sees a hang
@@ -368,33 +387,12 @@ def _worker(rank: int, job: _Job, phases, release) -> None:
         dist.init_process_group(job.backend, init_method="file://" + os.path.join(job.folder, "store"),
                                 rank=rank, world_size=job.world_size,
                                 timeout=datetime.timedelta(seconds=job.timeout + _PG_MARGIN))
-        phases[rank] = phase = _P["building the step"]
-        if job.payload is not None:
-            job.source, job.batch = pickle.loads(job.payload)
-        step = job.source.build(job.seed)
-        model = step.model.to(device)
-        if device.type == "cpu":
-            _gloo_sync_batchnorm(model)
-        out["as_built"] = _state(model)
-        pristine = copy.deepcopy(model) if job.fsdp else None
-        full = _truncate(step.batch if job.batch is None else job.batch, job.size, job.keep)
-        batch = map_tensors(lambda t: t.to(device), shard_batch(full, rank, job.world_size, job.keep))
-        phases[rank] = phase = _P["wrapping the model in DDP"]
-        ids = [device.index] if device.type == "cuda" else None
-        ddp = _ddp_class()(model, device_ids=ids, **job.ddp_kwargs)
-        dist.barrier()
-        phases[rank] = phase = _STEP
 
         def mark(name, prefix=""):
             nonlocal phase
             phases[rank] = phase = _P[prefix + name]
 
-        out["loss"], out["grads"] = _step_once(step, ddp, model, batch, job.seed, mark)
-        out["after"] = _params(model)
-        if job.fsdp:
-            del ddp
-            mark("forward (loss_fn)", "FSDP ")
-            out["fsdp"] = _fsdp_run(pristine, step, batch, job, lambda n: mark(n, "FSDP "))
+        rank_work(rank, job, device, mark, out)
         phases[rank] = phase = _P["saving results"]
         _save(out, job.folder, rank)
         phases[rank] = _DONE
@@ -415,6 +413,37 @@ def _worker(rank: int, job: _Job, phases, release) -> None:
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(code)
+
+
+def rank_work(rank: int, job: _Job, device: torch.device, mark, out: dict) -> None:
+    """What one rank does once it is in the process group: build the step, run it under DDP
+    on its shard (then under FSDP), and put what the check compares into ``out`` (``as_built``,
+    ``loss``, ``grads``, ``after``, ``fsdp``). ``mark(phase)`` is called as each phase of
+    :data:`_PHASES` starts. Exceptions from the step propagate."""
+    import torch.distributed as dist
+
+    mark("building the step")
+    if job.payload is not None:
+        job.source, job.batch = pickle.loads(job.payload)
+    step = job.source.build(job.seed)
+    model = step.model.to(device)
+    if device.type == "cpu":
+        _gloo_sync_batchnorm(model)
+    out["as_built"] = _state(model)
+    pristine = copy.deepcopy(model) if job.fsdp else None
+    full = _truncate(step.batch if job.batch is None else job.batch, job.size, job.keep)
+    batch = map_tensors(lambda t: t.to(device), shard_batch(full, rank, job.world_size, job.keep))
+    mark("wrapping the model in DDP")
+    ids = [device.index] if device.type == "cuda" else None
+    ddp = _ddp_class()(model, device_ids=ids, **job.ddp_kwargs)
+    dist.barrier()
+    mark("forward (loss_fn)")
+    out["loss"], out["grads"] = _step_once(step, ddp, model, batch, job.seed, mark)
+    out["after"] = _params(model)
+    if job.fsdp:
+        del ddp
+        mark("forward (loss_fn)", "FSDP ")
+        out["fsdp"] = _fsdp_run(pristine, step, batch, job, lambda n: mark(n, "FSDP "))
 
 
 def _fsdp_run(model, step, batch, job, mark) -> dict:
@@ -590,6 +619,38 @@ def _launch(job: _Job, start_method: str) -> _Launch:
             results.append(None)
     return _Launch(results, ph, [p.exitcode for p in procs], timed_out, stacks,
                    [p.pid for p in procs], time.monotonic() - t0)
+
+
+def _joined_launch(job: _Job) -> _Launch | None:
+    """This process as one rank of a job torchrun started (:mod:`devlint.runtime.torchrun`):
+    run its part (:func:`rank_work`) in the process group already joined, then gather every
+    rank's results on rank 0. Returns the launch on rank 0, None on the other ranks. A rank
+    that hangs is stopped by the process group's own timeout (``torchrun.JOIN_TIMEOUT``)."""
+    import torch.distributed as dist
+
+    rank, ws = dist.get_rank(), dist.get_world_size()
+    t0 = time.monotonic()
+    out: dict = {"rank": rank, "error": None}
+    phase = [_P["building the step"]]
+
+    def mark(name, prefix=""):
+        phase[0] = _P[prefix + name]
+
+    device = torch.device("cuda", torch.cuda.current_device()) if job.device == "cuda" else torch.device("cpu")
+    try:
+        rank_work(rank, job, device, mark, out)
+        out["phase_index"] = _DONE
+    except Exception as exc:  # noqa: BLE001 - every failure of a rank is reported
+        out.update(error=first_line(exc), phase=_PHASES[phase[0]], where=_user_frame(exc.__traceback__),
+                   traceback="".join(traceback.format_exception(exc)[-12:]), phase_index=-phase[0])
+        for k in ("grads", "after", "fsdp"):
+            out.pop(k, None)
+    results = [None] * ws if rank == 0 else None
+    dist.gather_object(out, results, dst=0)
+    if rank != 0:
+        return None
+    phases = [r.pop("phase_index") if r else 0 for r in results]
+    return _Launch(results, phases, [0] * ws, False, {}, [], time.monotonic() - t0)
 
 
 # --------------------------------------------------------------------------- one process
@@ -843,23 +904,28 @@ def _start_method(device: str, source: _Source, wanted: str | None) -> tuple[str
 
 
 def for_check_step(step: TrainingStep, devices, seed: int, world_size: int,
-                   target: str | None = None) -> tuple[Report, list]:
+                   target: str | None = None, joined=None) -> tuple[Report | None, list]:
     """:func:`check_distributed` as :func:`devlint.runtime.check_step` runs it: on the CPU and
     CUDA among ``devices``, with the warnings it raised (for the deprecation findings)."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", DeprecationWarning)
         warnings.simplefilter("always", FutureWarning)
         report = check_distributed(step, world_size, devices=[d for d in devices if d in ("cpu", "cuda")],
-                                   seed=seed, target=target)
+                                   seed=seed, target=target, joined=joined)
     return report, list(caught)
 
 
 def check_distributed(step, world_size: int = 2, *, devices=None, timeout: float = DEFAULT_TIMEOUT,
                       seed: int = 0, fsdp: bool = True, ddp_options: dict | None = None,
                       start_method: str | None = None, report: Report | None = None,
-                      target: str | None = None) -> Report:
+                      target: str | None = None, joined=None) -> Report | None:
     """Run ``step`` under DDP (and FSDP2) on ``world_size`` local processes and compare it with
     one process; explain what differs.
+
+    With ``joined`` (a :class:`devlint.runtime.torchrun.Job`: this process was started by
+    torchrun) no process is started: this process joins torchrun's process group as its rank
+    and checks one device (CUDA when asked for and present, else the CPU); rank 0 gets every
+    rank's results and returns the report, every other rank returns None.
 
     Per device (``"cpu"``: gloo; ``"cuda"``: NCCL, one GPU per rank, skipped with the reason
     when there are fewer): every rank joins the group, builds the step, moves the model to its
@@ -935,17 +1001,29 @@ def check_distributed(step, world_size: int = 2, *, devices=None, timeout: float
                             f"{size}): {', '.join(replicated[:_MAX_NAMED])}")
     ddp_options = dict(ddp_options or {})
     user_finds_unused = bool(ddp_options.pop("find_unused_parameters", False))
+    if joined is not None:
+        from . import torchrun
+
+        if joined.world_size != world_size:
+            raise ValueError(f"world size {world_size} asked for, but torchrun started {joined.world_size}")
+        device = "cuda" if "cuda" in devices and not _unavailable("cuda", 1) else "cpu"
+        reason = _unavailable(device, 1)
+        if reason:
+            raise ValueError(f"cannot join the torchrun job: {reason}")
+        torchrun.join(joined, device)
+        devices = [device]
     with torch.random.fork_rng(devices=[]):  # the caller's CPU RNG state is restored
         for device in devices:
-            reason = _unavailable(device, world_size)
-            method = None
-            if not reason:
+            reason = _unavailable(device, world_size) if joined is None else None
+            method = None if joined is None else "torchrun"
+            if not reason and joined is None:
                 method, reason = _start_method(device, source, start_method)
             if reason:
                 report.runs.append(Run(device, f"ddp x{world_size}", "skipped", error=reason))
                 continue
-            _check_device(report, source, local, device, world_size, seed, timeout, size, keep,
-                          fsdp, ddp_options, user_finds_unused, method)
+            if not _check_device(report, source, local, device, world_size, seed, timeout, size, keep,
+                                 fsdp, ddp_options, user_finds_unused, method):
+                return None
     return report
 
 
@@ -964,18 +1042,17 @@ def _check_device(report, source, local, device, ws, seed, timeout, size, keep, 
             "step-error", f"the one-process step raised {first_line(exc)}, so nothing distributed "
             "can be compared", "make the step run in one process first", device=device,
             mode=f"ddp x{ws}", details={"where": _user_frame(exc.__traceback__)}))
-        return
+        return True
     # The shard emulation: DDP averages the per-rank gradients (a rank without a gradient
     # for a parameter contributes zeros), then every rank steps on that average.
-    emul_grads = {}
-    for name in full.grads:
-        gs = [s.grads.get(name) for s in per_shard]
-        if all(g is None for g in gs):
-            emul_grads[name] = None
-            continue
-        ref = next(g for g in gs if g is not None)
-        emul_grads[name] = sum((torch.zeros_like(ref) if g is None else g) for g in gs) / ws
-    emul = _one_process(local, full_batch, seed, device, grads=emul_grads)
+    emul = _one_process(local, full_batch, seed, device, grads=_averaged(per_shard, full.grads, ws))
+
+    def reordered(perm: torch.Tensor) -> dict:
+        """The shard emulation's gradients for the same samples in the order ``perm``."""
+        batch = map_tensors(lambda t: t[perm] if t.dim() >= 1 and t.shape[0] == keep else t, full_batch)
+        return _averaged([_one_process(local, shard_batch(batch, r, ws, keep), seed, device, shard=True)
+                          for r in range(ws)], full.grads, ws)
+
     report.runs.append(Run(device, f"1 process, {keep} samples", "reference", loss=full.loss))
 
     unused = {n: [r for r, s in enumerate(per_shard) if s.grads.get(n) is None] for n in full.grads}
@@ -990,22 +1067,31 @@ def _check_device(report, source, local, device, ws, seed, timeout, size, keep, 
         _preimport(fsdp and not fsdp_skip)
     import torch.distributed as dist  # noqa: F401 - loaded before fork
 
-    folder = tempfile.mkdtemp(prefix="devlint-dist-")
-    try:
-        job = _Job(source, ws, "nccl" if device == "cuda" else "gloo", device, seed, timeout, size,
-                   keep, fsdp and not fsdp_skip, ddp_kwargs, folder,
-                   batch=local.batch if source.per_rank else None)
-        launch = _launch(job, method)
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
-    report.notes.append(f"distributed {device}: {ws} ranks ({job.backend}, {method}) took "
-                        f"{launch.seconds:.1f} s")
+    backend = "nccl" if device == "cuda" else "gloo"
+    if method == "torchrun":
+        job = _Job(source, ws, backend, device, seed, timeout, size, keep, fsdp and not fsdp_skip,
+                   ddp_kwargs, "", batch=local.batch if source.per_rank else None)
+        launch = _joined_launch(job)
+        if launch is None:
+            return False
+        report.notes.append(f"distributed {device}: joined the torchrun job as rank 0 of {ws} "
+                            f"({backend}); its ranks took {launch.seconds:.1f} s")
+    else:
+        folder = tempfile.mkdtemp(prefix="devlint-dist-")
+        try:
+            job = _Job(source, ws, backend, device, seed, timeout, size, keep, fsdp and not fsdp_skip,
+                       ddp_kwargs, folder, batch=local.batch if source.per_rank else None)
+            launch = _launch(job, method)
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+        report.notes.append(f"distributed {device}: {ws} ranks ({backend}, {method}) took "
+                            f"{launch.seconds:.1f} s")
 
     findings: list[Finding] = []
     label = f"ddp x{ws}"
     if not _report_failures(report, findings, launch, device, ws, timeout, label):
         report.findings.extend(findings)
-        return
+        return True
     results = launch.results
     _check_as_built(findings, results, source, model, device, label)
     if unused:
@@ -1016,7 +1102,9 @@ def _check_device(report, source, local, device, ws, seed, timeout, size, keep, 
     sync = any(isinstance(m, nn.SyncBatchNorm) for m in model.modules())
     expected = full if sync else emul
     observed = _One(None, results[0]["grads"], full.before, results[0]["after"]) if sync else emul
-    explained = _check_invariance(report, findings, full, again, observed, model, device, ws, label)
+    explained = _check_invariance(report, findings, full, again, observed, model, device, ws, label,
+                                  reordered=None if sync else reordered, batch=full_batch, size=keep,
+                                  seed=seed)
     backends = [("ddp", results)]
     if fsdp:
         fr = [r.get("fsdp") if r else None for r in results]
@@ -1040,6 +1128,28 @@ def _check_device(report, source, local, device, ws, seed, timeout, size, keep, 
             bad = set(range(ws))
         _add_rows(report, res, full, per_shard, device, kind, ws, bad, sync)
     report.findings.extend(findings)
+    return True
+
+
+def _averaged(per_shard: list, names, ws: int) -> dict:
+    """What DDP's all-reduce computes from the ranks' gradients: their average, a rank without
+    a gradient for a parameter contributing zeros (None where no rank has one)."""
+    out = {}
+    for name in names:
+        gs = [s.grads.get(name) for s in per_shard]
+        if all(g is None for g in gs):
+            out[name] = None
+            continue
+        ref = next(g for g in gs if g is not None)
+        out[name] = sum((torch.zeros_like(ref) if g is None else g) for g in gs) / ws
+    return out
+
+
+def _model_error(x: dict, ref: dict) -> float:
+    """``||x - ref|| / ||ref||`` over every tensor both hold, concatenated (unitless)."""
+    names = [n for n, r in ref.items() if r is not None and x.get(n) is not None]
+    diff = math.sqrt(sum(float((x[n].double() - ref[n].double()).pow(2).sum()) for n in names))
+    return rel_l2(diff, math.sqrt(sum(float(ref[n].double().pow(2).sum()) for n in names)))
 
 
 def _unused_finding(report, findings, unused, user_finds_unused, model, device, ws, label) -> None:
@@ -1256,7 +1366,7 @@ def _add_rows(report, results, full: _One, per_shard, device, kind, ws, bad_rank
 
 
 def _check_invariance(report, findings, full: _One, again: _One, emul: _One, model, device, ws,
-                      label) -> bool:
+                      label, reordered=None, batch=None, size: int = 0, seed: int = 0) -> bool:
     """The shard emulation against the full batch: explain a difference by the world size
     (a scale), BatchNorm statistics, or report the step as not shard-invariant. True when a
     finding was added."""
@@ -1314,6 +1424,9 @@ def _check_invariance(report, findings, full: _One, again: _One, emul: _One, mod
                 module=f"{name} ({kind})", name=f"{name}.running_mean", device=device, mode=label,
                 details={"z_rms": z, "samples_per_rank": n_r, "grad_rel_err": bad[0][1]}))
         return True
+    if zs and reordered is not None and _sorted_batch(findings, zs, full, emul, reordered, batch, size, seed,
+                                                      device, label, ws):
+        return True
     if zs:
         mods = ", ".join(dict.fromkeys(f"{n} ({k})" for n, k, _, _ in zs))
         report.notes.append(
@@ -1335,3 +1448,69 @@ def _check_invariance(report, findings, full: _One, again: _One, emul: _One, mod
         module=module_of(model, bad[0][0]), name=bad[0][0], device=device, mode=label,
         details={"rel_err": bad[0][1]}))
     return True
+
+
+def _sorted_batch(findings, zs, full: _One, emul: _One, reordered, batch, size: int, seed: int,
+                  device, label, ws) -> bool:
+    """Plain BatchNorm under DDP whose gradients this batch's order moves far beyond what
+    random orders of the same samples do (:data:`BN_ORDER_RATIO`): a ``batchnorm-statistics``
+    finding; True when added."""
+    err = _model_error(emul.grads, full.grads)
+    if not err > BN_MIN_ERR:
+        return False
+    split = _label_split(batch, size, ws, seed)
+    rand = None
+    if split is None:
+        gen = torch.Generator().manual_seed(seed)
+        rand = max(_model_error(reordered(torch.randperm(size, generator=gen)), full.grads)
+                   for _ in range(BN_ORDERS))
+        if not err > BN_ORDER_RATIO * rand:
+            return False
+        why = (f"{err / max(rand, 1e-30):.1f}x the most that {BN_ORDERS} random orders of the same "
+               f"samples give ({rand:.2g})")
+    else:
+        why = f"the batch's labels are split by rank ({split})"
+    name, kind, z, n_r = max(zs, key=lambda t: t[2])
+    findings.append(Finding(
+        "batchnorm-statistics",
+        f"{name} ({kind}) normalises each rank's {n_r} samples with that rank's own batch statistics, "
+        f"and this batch's order gives the ranks different data: DDP's gradients differ from one "
+        f"process's by {err:.2g} (whole model), {why}; a sorted or grouped batch (by class, "
+        "source or length) trains another model under DDP",
+        "convert it with nn.SyncBatchNorm.convert_sync_batchnorm(model) before wrapping in DDP, "
+        "or shuffle the data across ranks (DistributedSampler)",
+        module=f"{name} ({kind})", name=f"{name}.running_mean", device=device, mode=label,
+        details={"grad_rel_err": err, "random_orders_max": rand, "z_rms": z, "samples_per_rank": n_r}))
+    return True
+
+
+def _label_split(batch, size: int, ws: int, seed: int) -> str | None:
+    """How the batch's class labels split over the ranks, when random sharding would split them
+    that unevenly less often than :data:`LABEL_P`: ``"rank 0: classes 0, 1; rank 1: ..."``;
+    None otherwise, or when the batch holds no labels (a 1-D integer tensor of ``size``
+    elements with 2 to ``size // 2`` distinct values)."""
+    labels = next((t for _, t in _leaves(batch) if t.dim() == 1 and t.shape[0] == size
+                   and not t.is_floating_point() and t.dtype != torch.bool), None)
+    if labels is None:
+        return None
+    classes, codes = torch.unique(labels.cpu(), return_inverse=True)
+    if not 2 <= len(classes) <= size // 2:
+        return None
+    n = size // ws
+    onehot = torch.nn.functional.one_hot(codes, len(classes)).double()
+    expected = onehot.sum(0) / size * n
+
+    def chi2(counts):  # counts [..., ws, C]
+        return ((counts - expected) ** 2 / expected).sum((-1, -2))
+
+    seen = chi2(onehot.view(ws, n, -1).sum(1))
+    gen = torch.Generator().manual_seed(seed)
+    perms = torch.stack([torch.randperm(size, generator=gen) for _ in range(LABEL_SPLITS)])
+    random = chi2(onehot[perms].view(LABEL_SPLITS, ws, n, -1).sum(2))
+    p = (1 + int((random >= seen - 1e-9).sum())) / (1 + LABEL_SPLITS)
+    if p >= LABEL_P:
+        return None
+    held = ["rank {}: {} {}".format(r, "class" if len(cs) == 1 else "classes", ", ".join(cs))
+            for r in range(ws) for cs in [[str(int(classes[c])) for c in
+                                          torch.unique(codes[r * n:(r + 1) * n]).tolist()]]]
+    return f"{'; '.join(held)}; random sharding splits them this unevenly with probability {p:.1g}"

@@ -593,7 +593,10 @@ def _judge_run(step, raw: _Raw, ref: _Raw, tol: Tolerances, seed: int, cross_dev
 
 
 def _check(step, devices, modes, tolerances, seed, extra_warnings=(), world_size=None,
-           target=None, cpu_kernels: str = "auto", policy: str = "cuda") -> Report:
+           target=None, cpu_kernels: str = "auto", policy: str = "cuda", joined=None) -> Report | None:
+    """:func:`check_step`, with the warnings raised while loading the step, the target it came
+    from (every rank loads it), and ``joined``: the torchrun job this process is a rank of
+    (:mod:`devlint.runtime.torchrun`); None on its ranks other than 0."""
     if not isinstance(step, TrainingStep):
         raise TypeError(f"check_step needs a TrainingStep, got {type(step).__name__}")
     if policy not in autocast_policy.POLICIES:
@@ -612,7 +615,9 @@ def _check(step, devices, modes, tolerances, seed, extra_warnings=(), world_size
     if world_size is not None:  # first: its ranks fork from this process before CUDA starts here
         from .distributed import for_check_step
 
-        dist, dist_caught = for_check_step(step, devices, seed, world_size, target)
+        dist, dist_caught = for_check_step(step, devices, seed, world_size, target, joined)
+        if dist is None:  # a torchrun rank other than 0: rank 0 reports
+            return None
     report = Report(step.name, seed, torch.__version__, cpu_kernels=cpu_kernels, autocast_policy=policy)
     lowp = policy if set(modes) - {"float32"} else "cpu"  # no autocast run: nothing to register
     cuda = list(range(torch.cuda.device_count())) if torch.cuda.is_available() else []
