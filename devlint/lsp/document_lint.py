@@ -139,7 +139,8 @@ def lint_text(text: str, path: str | None, state: DocumentState, settings: Setti
     view = project.view(path) if project is not None and path else None
     state.deps = view.deps if view is not None else {}
     every = enabled_rules(select, ignore)
-    forced = [r for r in every if r in project_rules(view, text, every)]
+    chosen = project_rules(view, text, every)  # one scan of the text (it reads every import)
+    forced = [r for r in every if r in chosen]
     rules = triggered(text, every)
     if forced:
         rules = [*forced, *(r for r in rules if r not in forced)]
