@@ -85,6 +85,25 @@ def test_a_buffer_that_becomes_inf_in_float32_is_named_with_its_module():
     assert "inf/NaN after the float32 step" in f.message
 
 
+class LazyMask(nn.Module):
+    """Fills a preallocated causal-mask buffer with -inf in its first forward (on purpose)."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(6, 3)
+        self.register_buffer("mask", torch.zeros(3, 3))
+
+    def forward(self, x):
+        if not bool(self.mask.any()):
+            self.mask.copy_(torch.full((3, 3), float("-inf")).triu(1))
+        return self.fc(x) + self.mask.softmax(-1)[1]
+
+
+def test_a_mask_buffer_filled_with_minus_inf_on_purpose_is_not_a_finding():
+    r = check_step(_step(LazyMask(), torch.randn(4, 6)), devices=["cpu"], modes=["float32"])
+    assert r.ok, str(r)
+
+
 class CancellingStats(nn.Module):
     """Keeps a running variance as E[y^2] - E[y]^2 of ``y = h + 100`` in h's own dtype:
     bfloat16 holds y to 0.5, so the variance cancels away; the output does not use it."""

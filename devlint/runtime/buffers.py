@@ -42,15 +42,19 @@ class StateError:
     exact: bool = False
 
 
-def went_nonfinite(before: torch.Tensor, after: torch.Tensor) -> int:
+def went_nonfinite(before: torch.Tensor, after: torch.Tensor, overflow_only: bool = False) -> int:
     """How many elements of ``after`` are inf/NaN where ``before`` (the same tensor before the
-    step, any device) was finite; 0 for integer tensors or a changed shape."""
+    step, any device) was finite; 0 for integer tensors or a changed shape. With
+    ``overflow_only`` only NaN and +inf count: a ``-inf`` may be written on purpose (a mask
+    buffer filled in forward), and with no reference to compare with it cannot be told from
+    an overflow."""
     if not after.is_floating_point() or after.shape != before.shape:
         return 0
     a = after.detach().to("cpu")
     if bool(torch.isfinite(a).all()):
         return 0
-    return int((~torch.isfinite(a) & torch.isfinite(before.detach().to("cpu"))).sum())
+    bad = torch.isnan(a) | (a == float("inf")) if overflow_only else ~torch.isfinite(a)
+    return int((bad & torch.isfinite(before.detach().to("cpu"))).sum())
 
 
 def measure_state(ref: Mapping[str, torch.Tensor], before: Mapping[str, torch.Tensor],

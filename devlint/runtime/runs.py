@@ -403,7 +403,7 @@ def _run(step: TrainingStep, device: str, mode: str, seed: int, *, keep: bool = 
             raw.state = {n: _elem(t).to("cpu", torch.float32 if t.is_floating_point() else None, copy=True)
                          for n, t in state if n in before and not _unchanged(_elem(t), before[n])}
             raw.state_nonfinite = [(n, k, t.numel()) for n, t in state if n in before
-                                   for k in [went_nonfinite(before[n], _elem(t))] if k]
+                                   for k in [went_nonfinite(before[n], _elem(t), overflow_only=True)] if k]
             raw.grads = {n: None if g is None else cpu(g) for n, g in captured.items()}
             # updates are judged only for optimizers linear in the gradient: for the others the
             # reference keeps none (1x the parameter bytes saved) and update errors are not shown
