@@ -316,11 +316,12 @@ class View:
         """Codes of the rules that this file's imports of the project make worth running
         though the text pre-screen or the pre-check would skip them: DEV111 where it calls a
         project function with a summary, DEV113/DEV114 where a class derives from a project
-        ``nn.Module`` class. Only the imported names the text calls or derives from are looked
-        up (this runs on every file)."""
-        if "import" not in text:
+        ``nn.Module`` class. Only the imported names the text calls (a capitalised name builds a
+        class, no function) or derives from are looked up, and only in a text that names
+        ``torch``, as the rules need (this runs on every file)."""
+        if "import" not in text or "torch" not in text:  # the rules need torch in the text anyway
             return set()
-        calls = set(_CALLED.findall(text))
+        calls = {c for c in _CALLED.findall(text) if not c.rsplit(".", 1)[-1][:1].isupper()}  # no class
         headers = list(_BASES.finditer(text))
         bases: dict[str, bool] = {}  # base -> some class deriving from it lacks a forward
         for i, header in enumerate(headers):

@@ -161,7 +161,7 @@ Expected all tensors to be on the same device`. The tensor is also missing from 
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
         info = self.ctx.analysis(DeviceFlow).classes[-1]
         ok = info.is_module and not (info.methods & _CUSTOM_MOVE)
-        self._classes.append(_ClassState(info, _inherited(self.ctx, node) if ok else None) if ok else None)
+        self._classes.append(_ClassState(info, _inherited(self.ctx, node)) if ok else None)
 
     def leave_ClassDef(self, node: cst.ClassDef) -> None:
         state = self._classes.pop()
