@@ -42,6 +42,7 @@ from .batches import BATCH_CALL, BATCH_PARAMS, ITERATING_WRAPPERS
 from .guards import string_value
 from .modules import is_module_class
 from .names import dotted
+from .patterns import captures
 from .rule import Analysis
 
 CPU, DEV, CPUB, DEVB, LOADER, MODEL, INP, CPUDEV = "cpu", "dev", "cpub", "devb", "loader", "model", "inp", "cpudev"
@@ -1122,36 +1123,10 @@ class DeviceFlow(Analysis):
         self._subjects.pop()
 
     def visit_MatchCase(self, node: cst.MatchCase) -> None:
-        if self._subjects:
-            self._bind_pattern(node.pattern, self._subjects[-1])
-
-    def _bind_pattern(self, pattern, v: V | None) -> None:
-        """Bind the names a ``case`` pattern captures from a subject of kind ``v``: the
-        subject itself for ``case x`` / ``... as x``, its items for the names inside a
-        mapping, sequence or class pattern (``case {"x": x, "y": y}``, ``case (x, y)``)."""
-        t = pattern.__class__
-        if t is cst.MatchAs:
-            if pattern.pattern is not None:
-                self._bind_pattern(pattern.pattern, v)
-            if pattern.name is not None:
-                self.bind(pattern.name, None, v)
-        elif t is cst.MatchOr:
-            for element in pattern.patterns:
-                self._bind_pattern(element.pattern, None)
-        elif t in (cst.MatchList, cst.MatchTuple, cst.MatchMapping, cst.MatchClass):
-            inner = self.element(v) if v is not None and v.kind in (PB, CPUB, DEVB) else None
-            if t is cst.MatchMapping:
-                elements = pattern.elements
-                if pattern.rest is not None:
-                    self.bind(pattern.rest, None, None)
-            else:
-                elements = pattern.patterns if t is not cst.MatchClass else (*pattern.patterns, *pattern.kwds)
-            for element in elements:
-                if element.__class__ is cst.MatchStar:
-                    if element.name is not None:
-                        self.bind(element.name, None, None)
-                    continue
-                self._bind_pattern(element.value if element.__class__ is cst.MatchSequenceElement else element.pattern, inner)
+        if self._subjects:  # case {"x": x, "y": y}: items of the subject, as x, y = batch binds
+            items = lambda v: self.element(v) if v is not None and v.kind in (PB, CPUB, DEVB) else None  # noqa: E731
+            for name, v in captures(node.pattern, self._subjects[-1], items):
+                self.bind(name, None, v)
 
     def visit_Expr(self, node: cst.Expr) -> None:
         call = node.value
