@@ -106,7 +106,7 @@ def place_inside(module: cst.Module, index: int, start: int, nodes: list, found:
         at = 0
         for child_index in sorted(groups):
             for k in range(at, child_index):
-                line += state.get("lines", block[k], lambda k=k: module.code_for_node(block[k]).count("\n"))
+                line += _lines(module, block[k], state)
             at = child_index
             child, part = block[child_index], groups[child_index]
             anchor_line = line + _lead(child)
@@ -145,14 +145,35 @@ def _split(owner: cst.CSTNode, nodes: list, state: _Memo, children: Children) ->
     return groups
 
 
-def _header_lines(module: cst.Module, owner: cst.CSTNode) -> int | None:
-    """Lines from ``owner``'s anchor to the first line of the first statement of its body
-    (rendered with a one-line body and no ``else``)."""
+def _stub_lines(module: cst.Module, owner: cst.CSTNode) -> int:
+    """Lines of ``owner`` (a compound statement with an indented body) before the first
+    statement of its body, its comments and decorators included (rendered with a one-line
+    body, no block footer and no ``else``)."""
     stub = owner.with_changes(body=owner.body.with_changes(body=[_PASS], footer=()))
     if hasattr(stub, "orelse"):
         stub = stub.with_changes(orelse=None)
-    count = module.code_for_node(stub).count("\n") - 1 - _lead(owner)
+    return module.code_for_node(stub).count("\n") - 1
+
+
+def _header_lines(module: cst.Module, owner: cst.CSTNode) -> int | None:
+    """Lines from ``owner``'s anchor to the first line of the first statement of its body."""
+    count = _stub_lines(module, owner) - _lead(owner)
     return count if count >= 1 else None
+
+
+def _lines(module: cst.Module, node: cst.CSTNode, state: _Memo) -> int:
+    """How many lines ``node`` (a statement of an indented body) spans, its comments included:
+    for a block without ``else``, its header's plus its statements' (each counted once per
+    node, so an edit inside a long method renders only the statements it changed) plus its
+    footer's; else its rendering's."""
+
+    def make() -> int:
+        if _block(node) and getattr(node, "orelse", None) is None:
+            inner = sum(_lines(module, child, state) for child in node.body.body)
+            return _stub_lines(module, node) + inner + len(node.body.footer)
+        return module.code_for_node(node).count("\n")
+
+    return state.get("lines", node, make)
 
 
 def _render(module: cst.Module, chain: tuple, child: cst.CSTNode, style: tuple, state: _Memo) -> dict:

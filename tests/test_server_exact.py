@@ -145,7 +145,8 @@ def big_class(methods: int = 24) -> str:
         elif k % 5 == 3:
             parts.append(f"    class Inner{k}:\n        def f(self):\n            return torch.ones({k}, device='cuda')\n\n")
         elif k % 5 == 4:
-            parts.append(f"    @staticmethod\n    def plain{k}(a, b):\n        '''Doc\n    string'''\n        return a + b\n\n")
+            parts.append(f"    @staticmethod\n    def plain{k}(a, b):\n        '''Doc\n    string'''\n        if a:\n"
+                         f"            b = 1\n        else:\n            b = 2\n        return a + b\n\n")
         else:
             parts.append(f"    def method{k}(self, batch):\n        # a comment\n        out = self.model(batch)\n"
                          f"        return out.cuda()\n\n")

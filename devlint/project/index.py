@@ -51,7 +51,8 @@ class ProjectIndex:
         self.folder = Path(cache_folder) / "project" if cache_folder is not None else None
         self._by_stat: dict[str, tuple[tuple, str, dict]] = {}
         self._by_hash: dict[str, dict] = {}
-        self._overlays: dict[str, tuple[str, dict]] = {}
+        #: path -> (content hash, summary, or the buffer's text until a summary is asked for)
+        self._overlays: dict[str, tuple[str, dict | str]] = {}
 
     def overlay(self, path: str, text: str | None) -> None:
         """Use ``text`` for ``path`` instead of the disk (an open editor buffer); ``None``
@@ -61,7 +62,8 @@ class ProjectIndex:
             self._overlays.pop(path, None)
             return
         digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
-        self._overlays[path] = (digest, self._summary_of(digest, lambda: text))
+        # summarised when another file's lint reads it (:meth:`summary`), not on every keystroke
+        self._overlays[path] = (digest, text)
 
     def digest(self, path: str) -> str:
         """The content hash of ``path`` as the index reads it now (``""``: unreadable)."""
@@ -74,7 +76,12 @@ class ProjectIndex:
         """(content hash, summary) of a project file."""
         found = self._overlays.get(path)
         if found is not None:
-            return found
+            digest, value = found
+            if isinstance(value, str):
+                text = value
+                value = self._summary_of(digest, lambda: text)
+                self._overlays[path] = (digest, value)
+            return digest, value
         return self._read(path)
 
     def _read(self, path: str) -> tuple[str, dict]:
