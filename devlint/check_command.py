@@ -386,7 +386,10 @@ def _add_noqa(run: Run, groups) -> int:
         select, ignore = run.selection(config)
         _use_torch_version(run, config)
         for path in files:
-            if path == "-" or path.endswith(".ipynb"):
+            if path == "-":
+                continue
+            if path.endswith(".ipynb"):
+                total += _add_noqa_notebook(run, config, path, select, ignore)
                 continue
             try:
                 data = read_file(path)
@@ -408,6 +411,37 @@ def _add_noqa(run: Run, groups) -> int:
                 print(f"devlint: warning: {display_path(path)}: could not place # noqa comments that silence every finding; left unchanged", file=sys.stderr)
     print(f"Added {total} noqa {'directive' if total == 1 else 'directives'}.", file=sys.stderr)
     return 0
+
+
+def _add_noqa_notebook(run: Run, config, path: str, select, ignore) -> int:
+    """``--add-noqa`` in a notebook's code cells (linted as one program, as ``check`` lints
+    them; outputs and metadata kept, :func:`devlint.notebook.fix`): the comments added."""
+    from . import noqa, notebook
+    from .fix import write_atomic
+
+    def add(text: str) -> tuple[str, int]:
+        findings = [f for f in check_source(text.encode(), path[: -len(".ipynb")] + ".py", select, ignore)
+                    if f.code != PARSE_ERROR and not _per_file_dropped(replace(f, path=path), config)]
+        new, added = noqa.add(text, findings)
+        if added and noqa.apply(findings, new):
+            print(f"devlint: warning: {display_path(path)}: could not place # noqa comments that silence "
+                  "every finding; left unchanged", file=sys.stderr)
+            return text, 0
+        return new, added
+
+    try:
+        data = read_file(path)
+    except OSError:
+        return 0
+    new, added, _ = notebook.fix(data, add)
+    if not added:
+        return 0
+    try:
+        write_atomic(path, new)
+    except OSError as exc:
+        print(f"devlint: warning: {display_path(path)}: could not write: {exc}; left unchanged", file=sys.stderr)
+        return 0
+    return added
 
 
 def _watch(run: Run) -> int:

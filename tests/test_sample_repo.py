@@ -74,3 +74,13 @@ def test_fix_converges_to_no_fixable_finding(repo):
     notebook = json.loads((repo / "explore.ipynb").read_text())
     assert notebook["cells"][2]["source"][1] == \
         'scaler = torch.amp.GradScaler("cuda" if torch.cuda.is_available() else "cpu")\n'
+
+
+def test_add_noqa_handles_the_notebook(repo):
+    added = devlint("check", "--no-cache", "--add-noqa", ".", cwd=repo)
+    assert added.returncode == 0, added.stderr
+    assert devlint("check", "--no-cache", ".", cwd=repo).returncode == 0  # every finding silenced
+    notebook = json.loads((repo / "explore.ipynb").read_text())
+    assert notebook["cells"][2]["source"][1:] == ["scaler = torch.cuda.amp.GradScaler()  # noqa: DEV206\n",
+                                                  "x = torch.randn(2, 8).cuda()  # noqa: DEV102"]
+    assert notebook["cells"][0]["source"] == ["# Try the classifier"]  # markdown untouched
