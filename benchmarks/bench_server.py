@@ -5,6 +5,7 @@ diagnostics over real stdio, on real files from a pinned wheel.
     .venv/bin/python benchmarks/bench_server.py             # median of 7 edits, 5 bursts per file
     .venv/bin/python benchmarks/bench_server.py --quick     # 3 edits, 2 bursts
     .venv/bin/python benchmarks/bench_server.py --stages    # and where the latency goes
+    .venv/bin/python benchmarks/bench_server.py --vs ../other-checkout   # the editor row, A vs B
 
 Files (from ``transformers==4.46.3``, downloaded once into ``benchmarks/.cache/wheels``):
 ``models/bert/modeling_bert.py`` (1,996 lines), ``cache_utils.py`` (2,122 lines, findings) and
@@ -25,7 +26,10 @@ worst of the bursts; target <= 150 ms). It includes the server's debounce
 keystroke stops at its next statement). The load average is printed before and after: the
 machine is shared. ``--stages`` runs a traced server (this script, ``--serve-traced``) and
 splits that time: the last key read by the server, until the lint that published starts,
-that lint, the publish. Standard library plus devlint only.
+that lint, the publish. ``--vs CHECKOUT`` prints only the editor row of issue 27: typing inside the
+``Trainer`` class of ``trainer.py`` (5,062 lines, one long class), this checkout (A) against
+another devlint checkout (B), one server each, bursts interleaved A B A B..., minimum, median and
+worst of each side and the ratio of the minima. Standard library plus devlint only.
 """
 from __future__ import annotations
 
