@@ -111,7 +111,8 @@ def discover(
 
     ``exclude`` (glob patterns; ``None`` keeps the default folders above) and
     ``extend_exclude`` skip matching files and folders during the search, matched relative to
-    ``root``; a file named on the command line is linted anyway unless ``force_exclude``.
+    ``root``; a file named on the command line is linted anyway unless ``force_exclude``, and
+    so is a folder named there that ``.gitignore`` hides (what is inside it, all of it).
     ``config_for(folder)``, when given, supplies those three per folder instead (the nearest
     ``[tool.devlint]``: :class:`devlint.config.Resolver`). ``respect_gitignore`` skips what
     ``.gitignore`` files ignore (where that configuration does not turn it off)."""
@@ -135,11 +136,14 @@ def discover(
             continue
         if force_exclude and is_excluded(raw, patterns, base):
             continue
+        # a folder named on the command line that .gitignore hides is linted, as ruff does
+        named_hidden = ignore_git and not force_exclude and gitignore.ignored(raw, True)
         unreadable: list[str] = []  # a folder that cannot be listed is yielded: reading it reports why
         for folder, dirs, files in os.walk(path, onerror=lambda exc: unreadable.append(exc.filename)):
             yield from unreadable
             unreadable.clear()
             patterns, skip_dirs, defaults, base, ignore_git = settings(folder)
+            ignore_git = ignore_git and not named_hidden
             base = base or Path.cwd()
             dirs[:] = sorted(
                 d for d in dirs if d not in skip_dirs and not (defaults and d.endswith(".egg-info"))

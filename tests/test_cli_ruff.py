@@ -186,6 +186,9 @@ def test_gitignore_is_respected(tmp_tree):
     everything = full("--show-files", "--no-respect-gitignore", ".", cwd=root).stdout.splitlines()
     assert len(everything) == 5
     assert full("--show-files", "src/scratch.py", cwd=root).stdout.splitlines() == ["src/scratch.py"]  # named: linted
+    # a folder named on the command line that .gitignore hides is linted, as ruff does (issue 23)
+    assert full("--show-files", "generated", cwd=root).stdout.splitlines() == ["generated/g.py"]
+    assert full("--show-files", "--force-exclude", "generated", cwd=root).stdout == ""
     (root / "pyproject.toml").write_text("[tool.devlint]\nrespect-gitignore = false\n")
     assert len(full("--show-files", ".", cwd=root).stdout.splitlines()) == 5
 
