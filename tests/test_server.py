@@ -381,3 +381,17 @@ def test_settings_come_from_the_files_own_pyproject_and_reload(client, tmp_path)
     assert codes(client.diagnostics(uri)) == [("DEV102", 1)]
     client.wait_for(lambda m: m.get("method") == "window/logMessage" and "pyproject.toml" in m["params"]["message"])
     assert not [m for m in client.seen if m.get("method") == "window/showMessage"]
+
+
+def test_two_findings_on_a_line_get_one_noqa_action(client, tmp_path):
+    """Issue 23: each code action once when two findings share a line."""
+    uri = (tmp_path / "two.py").as_uri()
+    diagnostics = client.open(uri, "import torch\na, b = torch.ones(1).cuda(), torch.ones(2).cuda()\n")
+    assert [d["code"] for d in diagnostics] == ["DEV102", "DEV102"]
+    line = {"start": {"line": 1, "character": 0}, "end": {"line": 1, "character": 0}}
+    actions = client.request("textDocument/codeAction", {"textDocument": {"uri": uri}, "range": line,
+                                                         "context": {"diagnostics": diagnostics}})["result"]
+    titles = [a["title"] for a in actions]
+    assert len(titles) == len(set(titles)), titles
+    disable = [a for a in actions if a["title"] == "Disable DEV102 for this line"]
+    assert len(disable) == 1 and len(disable[0]["diagnostics"]) == 2

@@ -42,6 +42,7 @@ async def code_actions(session: Session, params: types.CodeActionParams) -> list
     sent = {(d.code, d.range.start.line, d.range.start.character): d for d in params.context.diagnostics
             if d.source == "devlint"}
     actions = []
+    noqa_actions: dict[tuple[str, int], types.CodeAction] = {}  # one per code and line
     for finding in entry.findings:
         if finding.code == PARSE_ERROR or not overlaps(finding, params.range):
             continue
@@ -56,15 +57,21 @@ async def code_actions(session: Session, params: types.CodeActionParams) -> list
                                                         for e in fix.edits]}),
             ))
         if allowed(types.CodeActionKind.QuickFix):
+            same = noqa_actions.get((finding.code, finding.line))
+            if same is not None:  # two findings of one code on a line: one action for both
+                same.diagnostics.append(made)
+                continue
             change = noqa.edit(entry.text, finding.line, [finding.code])
             if change is not None:
                 row, new_line = change
                 body = new_line.rstrip("\r\n")
-                actions.append(types.CodeAction(
+                action = types.CodeAction(
                     title=f"Disable {finding.code} for this line", kind=types.CodeActionKind.QuickFix,
                     diagnostics=[made],
                     edit=types.WorkspaceEdit(changes={uri: [text_edit(lines, row, 0, row, len(lines[row - 1]), body, units)]}),
-                ))
+                )
+                noqa_actions[(finding.code, finding.line)] = action
+                actions.append(action)
     if allowed("source.fixAll.devlint"):
         edit = fix_all_edit(entry, lines, units)
         if edit is not None:
