@@ -6,18 +6,22 @@ Every fix goes through here, and nothing here may damage a file:
   text) and lines are Python's (:mod:`devlint.source`: ``\\r\\n``, ``\\r``, ``\\n`` only).
   A position outside the text, or an edit whose ``original`` is not the text found there,
   drops its fix.
-- A replacement takes the file's line ending, and inside an f-string its string literals
+- The line endings a replacement adds take the file's line ending (those it keeps from the
+  text it replaces stay as they were), and inside an f-string its string literals
   take a quote the f-string does not use (Python < 3.12 cannot nest the same quote).
 - Overlapping fixes are left for a later pass, as ruff does; :func:`fix_source` lints again
   after each pass until nothing more applies.
 - The result must compile (``compile()``, this interpreter's grammar); a fix that would
   break it is dropped, and a file that does not compile to begin with is not fixed.
 - :func:`write_atomic` replaces a file through a temporary file in the same folder
-  (fsync, rename, same mode bits), so a failed write leaves the old file whole.
+  (fsync, rename, same mode bits), so a failed write leaves the old file whole; a read-only
+  file (no write permission bit, even for root) is refused and left untouched.
 """
 
 from __future__ import annotations
 
+import difflib
+import errno
 import os
 import stat
 import tempfile
@@ -121,7 +125,7 @@ def _spans(text: str, starts: list[int], edits: Sequence[Edit], newline: str, fs
             return None
         replacement = edit.text
         if newline != "\n" or "\r" in replacement:
-            replacement = source.NEWLINE.sub(lambda _: newline, replacement)
+            replacement = _new_line_ends(text[begin:end], replacement, newline)
         banned = {quote for low, high, quote in fstrings if low < begin and end < high}
         if banned:
             replacement = _quote_fitted(replacement, banned)
@@ -129,6 +133,34 @@ def _spans(text: str, starts: list[int], edits: Sequence[Edit], newline: str, fs
                 return None
         spans.append((begin, end, replacement))
     return spans
+
+
+def _new_line_ends(old: str, new: str, newline: str) -> str:
+    """``new`` (a replacement for ``old``) with the line endings it adds spelled ``newline``;
+    those it keeps from ``old`` (found by a character alignment of the two) stay as they were:
+    a lone ``\\r`` after a backslash in a file of ``\\n`` lines stays a ``\\r``."""
+    endings = set(source.NEWLINE.findall(new))
+    if not endings or endings | set(source.NEWLINE.findall(old)) == {newline}:
+        return new
+    where = [-1] * len(new)  # new's position -> old's, for the characters the alignment keeps
+    for a, b, size in difflib.SequenceMatcher(None, old, new, autojunk=False).get_matching_blocks():
+        where[b:b + size] = range(a, a + size)
+    out, last = [], 0
+    for match in source.NEWLINE.finditer(new):
+        at = where[match.start()]
+        if at < 0 or where[match.end() - 1] != at + len(match.group()) - 1 or not _whole_ending(old, at, match.group()):
+            out += [new[last:match.start()], newline]
+            last = match.end()
+    return "".join(out) + new[last:]
+
+
+def _whole_ending(text: str, at: int, ending: str) -> bool:
+    """Is ``text[at:]`` a whole line ending spelled ``ending`` (not half of a ``\\r\\n``)?"""
+    if not text.startswith(ending, at):
+        return False
+    if ending == "\r":
+        return not text.startswith("\n", at + 1)
+    return ending != "\n" or at == 0 or text[at - 1] != "\r"
 
 
 def _splice(text: str, groups: Iterable[list[_Span]]) -> str:
@@ -227,9 +259,14 @@ def write_atomic(path: str | os.PathLike, data: bytes) -> None:
 
     The bytes go to a temporary file in the same folder, are flushed to disk, get the old
     file's permission bits, and the temporary file is renamed over the old one. Raises
-    ``OSError`` (the old file untouched, the temporary file removed) when any step fails."""
+    ``OSError`` (the old file untouched, the temporary file removed) when any step fails, and
+    ``PermissionError`` before any step when the file is read-only: no write bit in its mode
+    (``chmod 0444``; the rename would replace it, and root may write anything) or no write
+    access for this user."""
     target = os.path.realpath(path)
     mode = stat.S_IMODE(os.stat(target).st_mode)
+    if not mode & (stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH) or not os.access(target, os.W_OK):
+        raise PermissionError(errno.EACCES, "the file is read-only", str(path))
     folder, name = os.path.split(target)
     fd, temporary = tempfile.mkstemp(dir=folder or ".", prefix=f".{name}.", suffix=".devlint-tmp")
     try:

@@ -294,3 +294,27 @@ def test_a_parenthesised_call_is_fixed_with_its_parentheses(spelling):
     text = "import torch\ns = " + spelling.format(call=call) + "\n"
     new, count = fix(text)
     assert count == 1 and new == text.replace(call, 'torch.amp.GradScaler("cuda", enabled=True)')
+
+
+# ---- issue 24: read-only files, lone CRs kept in a fixed span -------------------------------
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX permission bits")
+def test_a_read_only_file_is_not_rewritten(tmp_tree):
+    root = tmp_tree({"ro.py": "import torch\n" + FIXABLE, "rw.py": "import torch\n" + FIXABLE})
+    (root / "ro.py").chmod(0o444)
+    with pytest.raises(PermissionError):
+        write_atomic(root / "ro.py", b"x = 1\n")  # refused even for root, whom the bits do not stop
+    result = devlint("check", "--fix", "--no-cache", ".", cwd=root)
+    assert (root / "ro.py").read_text() == "import torch\n" + FIXABLE
+    assert stat.S_IMODE((root / "ro.py").stat().st_mode) == 0o444
+    assert "ro.py:1:1: DEV000 could not write the fixed file, left unchanged: the file is read-only" in result.stdout
+    assert (root / "rw.py").read_text() == "import torch\n" + FIXED
+    assert sorted(p.name for p in root.iterdir()) == ["ro.py", "rw.py"]
+
+
+@pytest.mark.parametrize("first", ["\n", "\r\n"])
+def test_a_lone_cr_after_a_backslash_in_a_fixed_span_stays(first):
+    text = f"import torch{first}with torch.cuda.amp.autocast(\\\r    dtype=torch.float16):\n    y = 1\n"
+    new, count = fix(text)
+    assert count == 1
+    assert new == f'import torch{first}with torch.amp.autocast(\\\r    "cuda", dtype=torch.float16):\n    y = 1\n'

@@ -395,3 +395,17 @@ def test_two_findings_on_a_line_get_one_noqa_action(client, tmp_path):
     assert len(titles) == len(set(titles)), titles
     disable = [a for a in actions if a["title"] == "Disable DEV102 for this line"]
     assert len(disable) == 1 and len(disable[0]["diagnostics"]) == 2
+
+
+def test_client_mistakes_are_warnings_not_internal_errors(client, tmp_path):
+    # an unknown method is answered "method not found"; a body that is not JSON is dropped
+    reply = client.request("devlint/noSuchMethod", {})
+    assert reply["error"]["code"] == -32601
+    client.write(b"Content-Length: 9\r\n\r\n{not json")
+    uri = (tmp_path / "a.py").as_uri()
+    assert client.open(uri, "import torch\nx = torch.ones(1).cuda()\n")[0]["code"] == "DEV102"  # still serving
+    logged = [m["params"] for m in client.seen if m.get("method") == "window/logMessage"]
+    assert not [p for p in logged if p["type"] == 1], logged  # 1: Error
+    assert len([p for p in logged if p["type"] == 2 and "client error" in p["message"]]) == 2, logged
+    client.close()
+    assert "Traceback" not in client.proc.stderr.read().decode()

@@ -6,19 +6,38 @@ and an ``ImportError`` is handled."""
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import os
 import sys
 import threading
 
 from lsprotocol import types
-from pygls.exceptions import JsonRpcInvalidParams
+from pygls.exceptions import JsonRpcInvalidParams, JsonRpcInvalidRequest, JsonRpcMethodNotFound, JsonRpcParseError
 from pygls.lsp.server import LanguageServer
 from pygls.protocol import LanguageServerProtocol
 from pygls.protocol.json_rpc import JsonRPCNotification
 from pygls.protocol.language_server import lsp_method
 
 logger = logging.getLogger(__name__)
+
+#: Errors that are the client's doing: already answered (an unknown method, bad params) or
+#: nothing to answer (a body that is not JSON, or not UTF-8).
+CLIENT_ERRORS = (JsonRpcMethodNotFound, JsonRpcInvalidParams, JsonRpcInvalidRequest, JsonRpcParseError,
+                 json.JSONDecodeError, UnicodeDecodeError)
+
+
+def _client_error_is_a_warning(record: logging.LogRecord) -> bool:
+    """pygls' reader logs a message it cannot read with a traceback at error level: a client's
+    malformed message is a warning, with no traceback."""
+    error = record.exc_info[1] if record.exc_info else None
+    if isinstance(error, CLIENT_ERRORS):
+        record.levelno, record.levelname = logging.WARNING, "WARNING"
+        record.msg, record.args, record.exc_info, record.exc_text = "devlint: dropped a malformed message: %r", (error,), None, None
+    return True
+
+
+logger.addFilter(_client_error_is_a_warning)  # the logger start_io hands to pygls' reader
 
 
 class Protocol(LanguageServerProtocol):
@@ -60,10 +79,13 @@ class Server(LanguageServer):
     the event loop."""
 
     def report_server_error(self, error, source):
-        """Errors go to the client's log, never to a pop-up."""
+        """Errors go to the client's log, never to a pop-up: the client's own mistakes
+        (:data:`CLIENT_ERRORS`) as warnings, anything else as an internal error."""
+        client_side = isinstance(error, CLIENT_ERRORS)
         try:
-            self.window_log_message(types.LogMessageParams(type=types.MessageType.Error,
-                                                           message=f"devlint: internal error: {error!r}"))
+            self.window_log_message(types.LogMessageParams(
+                type=types.MessageType.Warning if client_side else types.MessageType.Error,
+                message=f"devlint: {'client error' if client_side else 'internal error'}: {error!r}"))
         except Exception:  # noqa: BLE001
             logger.exception("devlint: could not report %r", error)
 
