@@ -112,6 +112,7 @@ class Run:
         if args.statistics and self.format not in ("full", "concise", "json"):
             raise UsageError("--statistics works with --output-format full, concise or json")
         self.torch_version = parse_version(args.torch_version) if args.torch_version else None
+        self.target_version = _target(args.target_version) if getattr(args, "target_version", None) else None
         try:
             self.resolver = Resolver(args.config, isolated=args.isolated)
         except ConfigError as exc:
@@ -294,7 +295,9 @@ def check_once(run: Run) -> int:
         disk = [p for p in paths if p != "-"]
         from .settings import torch_version
 
-        salt = [*select, f"@torch-version={torch_version()}"]  # the setting changes fixes and messages
+        from .syntax import target_version
+
+        salt = [*select, f"@torch-version={torch_version()}", f"@target-version={target_version()}"]  # the settings change fixes, messages, DEV000
         cache = None if args.no_cache else Cache(config.root or Path.cwd(), salt, ignore)
         jobs = args.jobs if args.jobs is not None else (os.cpu_count() or 1)
         found = check_paths(disk, select, ignore, jobs=jobs, cache=cache) if disk else []
@@ -366,6 +369,7 @@ def _print_settings(run: Run, files: Sequence[str]) -> int:
         ("extend-exclude", ", ".join(config.extend_exclude) or "-"),
         ("respect-gitignore", str(config.respect_gitignore and run.args.respect_gitignore).lower()),
         ("torch-version", ".".join(map(str, run.torch_version or config.torch_version or ())) or "-"),
+        ("target-version", ".".join(map(str, run.target_version or config.target_version or ())) or "-"),
         ("rules", ", ".join(r.code for r in enabled_rules(select, ignore))),
         ("output-format", run.format),
     ]
@@ -479,16 +483,28 @@ def run_check(args: argparse.Namespace) -> int:
         return 2
 
 
+def _target(value: str) -> tuple[int, int]:
+    from .syntax import parse_target
+
+    try:
+        return parse_target(value)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+
+
 def _set_torch_version(run: Run) -> None:
     """Tell the rules the oldest torch to support (``--torch-version`` or the
     configuration of the first path): the environment carries it to worker processes."""
     from . import settings
 
+    from . import syntax
+
+    first = (run.args.paths or ["."])[0]
     version = run.torch_version
     if version is None:
-        first = (run.args.paths or ["."])[0]
         version = run.config(first).torch_version
     settings.set_torch_version(version)
+    syntax.set_target_version(run.target_version or run.config(first).target_version)
 
 
 def _use_torch_version(run: Run, config) -> None:
@@ -496,4 +512,7 @@ def _use_torch_version(run: Run, config) -> None:
     configuration's own (a key like every other: per file, not from the first path)."""
     from . import settings
 
+    from . import syntax
+
     settings.set_torch_version(run.torch_version or config.torch_version)
+    syntax.set_target_version(run.target_version or config.target_version)  # and the oldest Python

@@ -100,6 +100,7 @@ def build_parser(with_runtime: bool = False) -> argparse.ArgumentParser:
                        help="also check files that .gitignore ignores")
     files.add_argument("--respect-gitignore", dest="respect_gitignore", action="store_true", help=argparse.SUPPRESS)
     files.add_argument("--torch-version", metavar="X.Y", help="the oldest torch the code supports (as torch-version in [tool.devlint])")
+    files.add_argument("--target-version", metavar="pyXY", help="the oldest Python the code runs on, as py311 or 3.11 (default: this one)")
     files.add_argument("--watch", action="store_true", help="check again whenever a file changes")
     files.add_argument("-j", "--jobs", type=int, metavar="N", help="worker processes, 1 or more (default: the CPU count)")
     files.add_argument("--no-cache", action="store_true", help="neither read nor write .devlint_cache/")

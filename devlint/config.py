@@ -10,6 +10,7 @@ exclude = [".git", "build"]      # replaces the default list of skipped folders
 extend-exclude = ["legacy", "*_pb2.py"]
 respect-gitignore = true         # skip what .gitignore files ignore while searching folders
 torch-version = "2.6"            # the oldest torch the code supports: fixes may use torch.accelerator
+target-version = "py310"         # the oldest Python it runs on: syntax that one refuses is DEV000
 ```
 
 Each file gets the nearest ``pyproject.toml`` *with a* ``[tool.devlint]`` table above it, as
@@ -32,13 +33,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
+from .syntax import parse_target
+
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - exercised on Python 3.10 only
     import tomli as tomllib
 
 KEYS = ("select", "extend-select", "ignore", "per-file-ignores", "exclude", "extend-exclude",
-        "respect-gitignore", "torch-version")
+        "respect-gitignore", "torch-version", "target-version")
 
 
 class ConfigError(ValueError):
@@ -64,6 +67,7 @@ class Config:
     respect_gitignore: bool = True
     #: (major, minor) of the oldest torch the code supports, or ``None`` (no assumption)
     torch_version: tuple[int, int] | None = None
+    target_version: tuple[int, int] | None = None
 
     def selection(
         self,
@@ -274,6 +278,11 @@ def load(path: str | os.PathLike) -> Config:
             config.respect_gitignore = table["respect-gitignore"]
         if "torch-version" in table:
             config.torch_version = parse_version(table["torch-version"])
+        if "target-version" in table:
+            try:
+                config.target_version = parse_target(table["target-version"])
+            except ValueError as exc:
+                raise ConfigError(str(exc)) from None
     except ConfigError as exc:
         raise ConfigError(f"{path}: [tool.devlint] {exc}") from None
     return config

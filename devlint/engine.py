@@ -23,6 +23,7 @@ from libcst.metadata import CodePosition, CodeRange, MetadataWrapper, PositionPr
 
 from . import guards
 from . import source as source_text
+from . import syntax
 from . import precheck as _precheck
 from .finding import PARSE_ERROR, Edit, Finding, Fix
 from .inner_positions import place_inside
@@ -485,17 +486,24 @@ def lint(
     rules = triggered(text, rules)
     if not rules and not forced:
         return []
-    text, skipped = _defuse(text, path)
     collecting = gc.isenabled()
     gc.disable()
     try:
+        tree, refused = syntax.refusal(text, tree)
+        if refused is not None:
+            line, column, reason = refused
+            return [Finding(path, line, column, PARSE_ERROR, f"could not parse: {reason}, line {line}", line, column)]
+        text, removed = syntax.for_libcst(text, tree)
+        text, skipped = _defuse(text, path)
+        if skipped:
+            tree = None  # the pre-check reads the text libcst gets
         if PRECHECK if precheck is None else precheck:
             rules, tree = _precheck.candidates(text, rules, tree)
         if forced:
             rules = [r for r in every if r in forced or r in rules]
         if not rules:
-            return skipped
-        return _parse_and_analyse(text, path, rules, tree, skipped, project)
+            return syntax.restore(skipped, removed)
+        return syntax.restore(_parse_and_analyse(text, path, rules, tree, skipped, project), removed)
     finally:
         if collecting:
             gc.enable()
@@ -906,7 +914,9 @@ def _defuse(text: str, path: str) -> tuple[str, list[Finding]]:
 
 
 def _syntax_error(text: str, exc: cst.ParserSyntaxError) -> tuple[int, int, str]:
-    """(line, 0-based column, reason) of a syntax error, in CPython's words where it agrees."""
+    """(line, 0-based column, reason) of a syntax error, in CPython's words where it agrees.
+    Where CPython accepts the text, libcst's own limit is named, at the line where its
+    tokenizer first fails (it reports line 1 for any tokenizer error)."""
     try:
         compile(text, "<devlint>", "exec", flags=ast.PyCF_ONLY_AST, dont_inherit=True)
     except SyntaxError as err:
@@ -914,8 +924,41 @@ def _syntax_error(text: str, exc: cst.ParserSyntaxError) -> tuple[int, int, str]
             return err.lineno, max((err.offset or 1) - 1, 0), err.msg
     except (RecursionError, MemoryError, ValueError):
         pass
+    else:
+        reason = str(exc.message).splitlines()[0] if exc.message else "syntax error"
+        line = _tokenizer_failure(text) if reason.startswith("tokenizer error") else None
+        return line or max(exc.raw_line, 1), 0 if line else max(exc.raw_column, 0), f"libcst cannot read this valid Python ({reason})"
     reason = str(exc.message).splitlines()[0] if exc.message else "syntax error"
     return max(exc.raw_line, 1), max(exc.raw_column, 0), reason
+
+
+def _tokenizer_failure(text: str, most_lines: int = 20_000) -> int | None:
+    """The first line of the statement in which libcst's tokenizer fails on ``text`` (which
+    CPython parses): a bisection over prefixes cut before statements (no such cut lies in a
+    string or a bracket), each parsed by libcst. ``None`` for texts over ``most_lines``."""
+    lines = source_text.split_lines(text, keepends=True)
+    if len(lines) > most_lines:
+        return None
+    firsts = sorted({n.lineno for n in ast.walk(ast.parse(text)) if isinstance(n, ast.stmt)})
+    cuts = [first - 1 for first in firsts[1:]] + [len(lines)]
+
+    def fails(k: int) -> bool:
+        try:
+            parse_module("".join(lines[:cuts[k]]))
+        except cst.ParserSyntaxError as exc:
+            return str(exc.message).startswith("tokenizer error")
+        return False
+
+    low, high = 0, len(cuts) - 1
+    if not fails(high):
+        return None
+    while low < high:
+        middle = (low + high) // 2
+        if fails(middle):
+            high = middle
+        else:
+            low = middle + 1
+    return firsts[low]
 
 
 def _positions(module: cst.Module, text: str, wanted: dict[int, list], tree: ast.Module | None,

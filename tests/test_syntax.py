@@ -1,0 +1,104 @@
+"""Issue 24 items 1-2: what libcst misreads (form feeds in indentation) and what the target
+Python refuses (a NUL byte, newer syntax), each with its minimised input."""
+
+from __future__ import annotations
+
+import pytest
+
+from devlint import syntax
+from devlint.engine import _tokenizer_failure, lint
+from devlint.fix import fix_source
+
+from conftest import devlint, flake8, parse_findings
+
+
+def found(text: str) -> list[tuple[int, int, str]]:
+    return [(f.line, f.column, f.code) for f in lint(text)]
+
+
+@pytest.mark.parametrize("text, expected", [
+    # the fuzz's minimised input (libcst: "no matching outer block for dedent", at line 1)
+    ("import torch\nclass A:\n\f def f(self):\n  return torch.ones(1).cuda()\n", [(4, 23, "DEV102")]),
+    # a form feed after spaces, then the finding on that very line
+    ("import torch\nif 1:\n  x = 1\n  \f  y = torch.ones(1).cuda()\n", [(4, 23, "DEV102")]),
+    # a form feed inside a multi-line string is the string's, not indentation
+    ("import torch\nif 1:\n  s = '''\n\f  a'''\n\f  y = torch.ones(1).cuda()\n", [(5, 21, "DEV102")]),
+])
+def test_a_form_feed_in_indentation_keeps_the_findings(text, expected):
+    compile(text, "a.py", "exec")
+    assert found(text) == expected
+
+
+def test_a_fix_on_a_form_feed_line_keeps_the_form_feed():
+    text = "import torch\nif 1:\n  \f scaler = torch.cuda.amp.GradScaler(enabled=True)\n"
+    new, count = fix_source(text.encode(), "a.py", ["DEV"], [])
+    assert count == 1 and new == text.replace("torch.cuda.amp.GradScaler(", 'torch.amp.GradScaler("cuda", ').encode()
+
+
+def test_a_fix_crossing_a_form_feed_line_start_is_dropped_not_applied():
+    text = "import torch\nif 1:\n  \f with torch.cuda.amp.autocast(\n    dtype=torch.float16):\n  \f  pass\n"
+    assert [f.code for f in lint(text)] == ["DEV206"]
+    assert fix_source(text.encode(), "a.py", ["DEV"], []) == (text.encode(), 0)
+
+
+def test_where_libcst_cannot_read_valid_python_the_line_is_found():
+    text = "x = 1\ny = 2\ntry:\n\f with ():\n  x.cuda()\nexcept: pass\nz = 1\n"
+    compile(text, "a.py", "exec")
+    assert _tokenizer_failure(text) == 5  # libcst's own error says line 1
+
+
+def test_form_feeds_agree_with_flake8(tmp_tree):
+    text = "import torch\nclass A:\n\f def f(self):\n  return torch.ones(1).cuda()\n"
+    root = tmp_tree({"a.py": text})
+    ours = parse_findings(devlint("check", "--no-cache", str(root / "a.py")).stdout)["a.py"]
+    theirs = parse_findings(flake8("--select=DEV", str(root / "a.py")).stdout)["a.py"]
+    assert ours == theirs == {(4, "DEV102")}
+
+
+def test_a_nul_byte_is_dev000_at_its_line_and_nothing_else():
+    text = "import torch\nx = 'a\x00b'\ny = torch.ones(1).cuda()\n"
+    (finding,) = lint(text)
+    assert (finding.line, finding.column, finding.code) == (2, 6, "DEV000")
+    assert "null bytes" in finding.message
+
+
+@pytest.fixture
+def target(monkeypatch):
+    def set_it(version: str) -> None:
+        monkeypatch.setenv(syntax.ENV, version)
+    return set_it
+
+
+def test_a_312_fstring_is_refused_for_311(target):
+    target("3.11")
+    text = 'import torch\nd = {}\nx = f"{d["k"]}"\ny = torch.ones(1).cuda()\n'
+    ((line, _, code),) = found(text)  # 3.11 refuses it itself; 3.12+ is told by devlint.syntax
+    assert (line, code) == (3, "DEV000")
+
+
+def test_an_older_target_refuses_newer_syntax(target):
+    text = "import torch\nmatch 1:\n    case 1:\n        y = torch.ones(1).cuda()\n"
+    assert found(text) == [(4, 26, "DEV102")]
+    target("py39")
+    (finding,) = lint(text)  # where CPython puts it
+    assert finding.code == "DEV000" and "only supported in Python 3.10" in finding.message
+
+
+def test_a_newer_target_leaves_it_to_libcst(target):
+    target("3.14")  # newer than any Python this runs on: the running one cannot judge
+    assert found('import torch\nd = {}\nx = f"{d["k"]}"\ny = torch.ones(1).cuda()\n') == [(4, 18, "DEV102")]
+
+
+def test_target_version_from_pyproject_and_the_command_line(tmp_tree):
+    text = "import torch\nmatch 1:\n    case 1:\n        y = torch.ones(1).cuda()\n"
+    root = tmp_tree({"pyproject.toml": '[tool.devlint]\ntarget-version = "py39"\n', "a.py": text})
+    assert parse_findings(devlint("check", "--no-cache", ".", cwd=root).stdout) == {"a.py": {(4, "DEV000")}}
+    again = devlint("check", "--no-cache", "--target-version", "3.10", ".", cwd=root)
+    assert parse_findings(again.stdout) == {"a.py": {(4, "DEV102")}}
+    bad = devlint("check", "--no-cache", "--target-version", "python3", ".", cwd=root)
+    assert bad.returncode == 2 and "target-version must look like" in bad.stderr
+
+
+@pytest.mark.parametrize("value, expected", [("py311", (3, 11)), ("3.9", (3, 9)), ("PY310", (3, 10))])
+def test_parse_target(value, expected):
+    assert syntax.parse_target(value) == expected
