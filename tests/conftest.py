@@ -16,7 +16,7 @@ try:  # the fuzz test's budgets (tests/test_fuzz.py): small in CI, "long" by han
     settings.register_profile("fuzz", max_examples=200, deadline=None, print_blob=True,
                               suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
                                                      HealthCheck.filter_too_much])
-    settings.register_profile("long", settings.get_profile("fuzz"), max_examples=2500)
+    settings.register_profile("long", settings.get_profile("fuzz"), max_examples=10_000)
     settings.load_profile(os.environ.get("DEVLINT_FUZZ", "fuzz"))
 except ImportError:  # pragma: no cover - hypothesis is in the test extra
     pass

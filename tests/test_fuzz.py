@@ -2,30 +2,37 @@
 
 Each program is built from the rules' own flagged and clean examples, autofixable AMP calls
 (also inside f-strings, decorators and multi-line calls), nesting, ``# noqa`` comments,
-characters that ``str.splitlines()`` breaks at but Python does not, CRLF/CR line endings, a
-UTF-8 BOM or a latin-1 coding cookie. For every program:
+characters that ``str.splitlines()`` breaks at but Python does not, form feeds in front of
+a line's indentation, CRLF/CR/mixed line endings, a UTF-8 BOM or a latin-1 coding cookie, and
+now and then what a Python refuses (a NUL byte, syntax newer than the running Python, or
+newer than a ``target-version`` drawn for the program). For every program:
 
-1. the engine raises nothing and, the program compiling, reports no DEV000;
+1. the engine raises nothing, and reports a DEV000 (and nothing else) exactly when the
+   target Python refuses the program;
 2. the CLI's findings (``# noqa`` by :mod:`devlint.noqa`) are flake8's (its own ``# noqa``);
-3. ``--fix`` output compiles, changes only lines its findings' fixes cover, and a second
-   ``--fix`` changes nothing.
+3. ``--fix`` output compiles, changes only lines its findings' fixes cover, keeps every
+   byte outside them, and a second ``--fix`` changes nothing; a read-only file is left as
+   it was, its fixes reported as a write failure.
 
 The CI budget is the ``fuzz`` profile of ``tests/conftest.py`` (a few hundred programs); a
 long run by hand: ``python -m pytest tests/test_fuzz.py --hypothesis-profile=long`` (or
-``DEVLINT_FUZZ=long``), 2,500 programs.
+``DEVLINT_FUZZ=long``), 10,000 programs.
 """
 
 from __future__ import annotations
 
+import ast
 import difflib
 import os
+import stat
 import textwrap
 
 import pytest
 from hypothesis import assume, given, strategies as st
 
-from devlint import source
-from devlint.fix import compiles, fix_source
+from devlint import source, syntax
+from devlint.fix import compiles, fix_file, fix_source
+from devlint.engine import lint, triggered
 from devlint.rules import all_rules
 from devlint.runner import check_source
 
@@ -53,7 +60,11 @@ FIXABLE = [
     "z = T.load('w.pt')",
     "scaler = T.cuda.amp.GradScaler(\n    enabled=True,  # keep\n)",
     "x = 1 + \\\n    T.cuda.amp.GradScaler(enabled=True).get_scale()",
+    "with T.cuda.amp.autocast(\\\n    dtype=T.float16):\n    y = 4",
 ]
+
+#: What some Python refuses: a NUL byte, 3.12 syntax (refused by 3.11), 3.10 syntax (by a py39 target).
+REFUSED = ['n = "a\x00b"', 'k = f"{ {"a": 1}["a"]}"', "type Alias = int", "match 1:\n    case 1:\n        pass"]
 
 NOQA = ["", "", "", "  # noqa", "  # noqa: DEV102", "  # noqa:DEV2", "  # NOQA: DEV206,E501 reason", "  # noqa: DEV1"]
 HEADS = ["if T.cuda.is_available():", "def f():", "class C:", "for i in range(2):", "with T.no_grad():",
@@ -70,7 +81,7 @@ def statement(draw) -> str:
     if kind == 2:
         return f'v = "{draw(WORDS).replace(chr(39), "")}"'
     if kind == 3:
-        return f"# {draw(WORDS)}"
+        return f"# {draw(WORDS)}" if draw(st.integers(0, 30)) else draw(st.sampled_from(REFUSED))
     return draw(st.sampled_from(["", "\f", "pass", "w = (1,\n     2)", "u = '''a\n\u2028b'''"]))
 
 
@@ -101,9 +112,20 @@ def program(draw) -> tuple[str, bytes]:
     alias = draw(st.sampled_from(["torch", "T"]))
     head = ["import torch", "import torch.nn as nn"] + (["import torch as T"] if alias == "T" else [])
     body = draw(block())
+    if draw(st.integers(0, 3)) == 0:  # a form feed resets the indentation count: Python ignores what precedes it
+        chosen = draw(st.sets(st.integers(0, len(body) - 1), max_size=4))
+        body = [draw(st.sampled_from(["\f", "  \f", "\t\f", "\f\f"])) + line if i in chosen else line
+                for i, line in enumerate(body)]
     text = "\n".join([*head, *body]).replace("T.", f"{alias}." if alias == "torch" else "T.")
-    newline = draw(st.sampled_from(["\n", "\n", "\r\n", "\r"]))
-    text = text.replace("\n", newline) + draw(st.sampled_from([newline, ""]))
+    newline = draw(st.sampled_from(["\n", "\n", "\r\n", "\r", "mixed"]))
+    if newline == "mixed":
+        pick = draw(st.randoms(use_true_random=False))
+        parts = text.split("\n")
+        newline = pick.choice(["\n", "\r\n", "\r"])
+        text = "".join(part + pick.choice(["\n", "\r\n", "\r"]) for part in parts[:-1]) + parts[-1]
+    else:
+        text = text.replace("\n", newline)
+    text += draw(st.sampled_from([newline, ""]))
     encoding = draw(st.sampled_from(["utf-8", "utf-8", "bom", "latin-1"]))
     if encoding == "latin-1":
         text = "# -*- coding: latin-1 -*-" + newline + "".join(c if ord(c) < 256 else "x" for c in text)
@@ -141,8 +163,9 @@ def flake8_run():
 
 
 def _changed_lines(before: str, after: str) -> set[int]:
-    """1-based lines of ``before`` that differ in ``after`` (Python's lines)."""
-    old, new = source.split_lines(before), source.split_lines(after)
+    """1-based lines of ``before`` that differ in ``after`` (Python's lines, each with its
+    own line ending: a CR turned LF is a change)."""
+    old, new = source.split_lines(before, keepends=True), source.split_lines(after, keepends=True)
     changed: set[int] = set()
     for tag, i1, i2, _, _ in difflib.SequenceMatcher(None, old, new, autojunk=False).get_opcodes():
         if tag != "equal":
@@ -150,14 +173,34 @@ def _changed_lines(before: str, after: str) -> set[int]:
     return changed
 
 
-@given(generated=program())
-def test_generated_programs(flake8_run, tmp_path_factory, generated):
+def _refused(data: bytes, target: tuple[int, int]) -> bool:
+    """Does the target Python refuse these bytes (a parse error, a NUL byte)?"""
+    try:
+        ast.parse(source.decode(data).text, feature_version=target)
+    except (SyntaxError, ValueError):
+        return True
+    return False
+
+
+@given(generated=program(), target=st.sampled_from([None, None, (3, 9)]), read_only=st.integers(0, 9))
+def test_generated_programs(flake8_run, tmp_path_factory, generated, target, read_only):
     name, data = generated
-    assume(compiles(data))
     path = str(tmp_path_factory.mktemp("fuzz") / name)
     with open(path, "wb") as out:
         out.write(data)
+    syntax.set_target_version(target)
+    try:
+        _check_program(flake8_run, path, data, target or syntax.target_version(), read_only == 0)
+    finally:
+        syntax.set_target_version(None)
 
+
+def _check_program(flake8_run, path: str, data: bytes, target: tuple[int, int], read_only: bool) -> None:
+    if _refused(data, target):  # one DEV000 (before # noqa), unless no rule's trigger is in the text
+        expected = ["DEV000"] if triggered(source.decode(data).text, all_rules()) else []
+        assert [f.code for f in lint(data, path)] == expected
+        assert fix_source(data, path, ["DEV"], []) == (data, 0)
+        return
     ours = check_source(data, path, ["DEV"], [])
     assert not [f for f in ours if f.code == "DEV000"], ours
     assert {(f.line, f.column + 1, f.code) for f in ours} == flake8_run(path)
@@ -172,3 +215,10 @@ def test_generated_programs(flake8_run, tmp_path_factory, generated):
     assert (before.encoding, before.bom) == (after.encoding, after.bom)
     covered = {n for f in ours if f.fix is not None for e in f.fix.edits for n in range(e.line, e.end_line + 1)}
     assert _changed_lines(before.text, after.text) <= covered
+    if read_only:
+        os.chmod(path, 0o444)
+        outcome = fix_file(path, ["DEV"], [])
+        assert outcome.error is not None and "read-only" in outcome.error.message
+        with open(path, "rb") as written:
+            assert written.read() == data
+        assert stat.S_IMODE(os.stat(path).st_mode) == 0o444
