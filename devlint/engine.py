@@ -19,7 +19,7 @@ from typing import Iterable, Sequence
 
 import libcst as cst
 from libcst._nodes.base import CSTNode
-from libcst.metadata import CodePosition, CodeRange, MetadataWrapper, PositionProvider
+from libcst.metadata import MetadataWrapper, PositionProvider
 
 from . import guards
 from . import source as source_text
@@ -28,6 +28,7 @@ from . import precheck as _precheck
 from .finding import PARSE_ERROR, Edit, Finding, Fix
 from .inner_positions import place_inside
 from .names import ImportTable, dotted
+from .positions import as_range, statement_ranges
 from .rule import Analysis, Participant, Rule
 from .rules import all_rules
 
@@ -503,7 +504,9 @@ def lint(
             rules = [r for r in every if r in forced or r in rules]
         if not rules:
             return syntax.restore(skipped, removed)
-        return syntax.restore(_parse_and_analyse(text, path, rules, tree, skipped, project), removed)
+        given = [tree]
+        del tree  # the stdlib tree of a long file is large: the callee drops it before libcst parses
+        return syntax.restore(_parse_and_analyse(text, path, rules, given, skipped, project), removed)
     finally:
         if collecting:
             gc.enable()
@@ -528,7 +531,10 @@ def project_rules(project, text: str, rules: Sequence[type[Rule]]) -> set[type[R
     return {r for r in rules if r.code in codes}
 
 
-def _parse_and_analyse(text: str, path: str, rules, tree, skipped: list[Finding], project=None) -> list[Finding]:
+def _parse_and_analyse(text: str, path: str, rules, given: list, skipped: list[Finding], project=None) -> list[Finding]:
+    """Parse with libcst and lint; ``given`` holds the stdlib tree (or ``None``), taken out so
+    that no frame keeps it alive while libcst builds its own."""
+    tree = given.pop()
     cuts = starts = None
     long = text.count("\n", 0, None) > CHUNK_LINES * 3 // 2 and "\r" not in text
     by_text = long and tree is None  # no stdlib tree (pre-check off): cut where the text says
@@ -1029,21 +1035,17 @@ def _place(module: cst.Module, index: int, start: int, nodes: list, found: dict,
     if kept is not None and kept[0] is statement and kept[1] == style:
         where = kept[2]
     else:
-        single = module.with_changes(body=[statement], header=(), footer=())
-        where = MetadataWrapper(single, unsafe_skip_copy=True).resolve(PositionProvider)
+        where = statement_ranges(statement, *style)
         if memo is not None:
             memo[id(statement)] = (statement, style, where)
     decorators = getattr(statement, "decorators", None)
-    shift = start - where[decorators[0] if decorators else statement].start.line
+    shift = start - where[decorators[0] if decorators else statement][0]
     for node in nodes:
-        code_range = where.get(node)
-        if code_range is None:
+        span = where.get(node)
+        if span is None:
             missing.append(node)
             continue
-        found[node] = CodeRange(
-            CodePosition(code_range.start.line + shift, code_range.start.column),
-            CodePosition(code_range.end.line + shift, code_range.end.column),
-        )
+        found[node] = as_range(span, shift)
 
 
 def _children(node: cst.CSTNode):
