@@ -490,12 +490,18 @@ def lint(
     collecting = gc.isenabled()
     gc.disable()
     try:
-        tree, refused = syntax.refusal(text, tree)
+        tree, refused, kept = syntax.refusal(text, tree)
         if refused is not None:
             line, column, reason = refused
             return [Finding(path, line, column, PARSE_ERROR, f"could not parse: {reason}, line {line}", line, column)]
+        over = []
+        if kept is not None:  # a long generated file: its first lines only
+            text, total = _first_lines(text, kept)
+            over = [Finding(path, kept + 1, 0, PARSE_ERROR, f"lines {kept + 1:,}-{total:,} skipped: over the "
+                            f"{syntax.LINE_BUDGET:,}-line budget, split the file", kept + 1, 0)]
         text, removed = syntax.for_libcst(text, tree)
         text, skipped = _defuse(text, path)
+        skipped += over
         if skipped:
             tree = None  # the pre-check reads the text libcst gets
         if PRECHECK if precheck is None else precheck:
@@ -510,6 +516,15 @@ def lint(
     finally:
         if collecting:
             gc.enable()
+
+
+def _first_lines(text: str, count: int) -> tuple[str, int]:
+    """(the first ``count`` lines of ``text``, cut at ``\\n``, with their line endings;
+    how many lines ``text`` has)."""
+    at = -1
+    for _ in range(count):
+        at = text.index("\n", at + 1)
+    return text[:at + 1], text.count("\n") + (not text.endswith("\n"))
 
 
 #: Files longer than this many lines are parsed by libcst in pieces of about this size, cut

@@ -57,33 +57,100 @@ def set_target_version(version: tuple[int, int] | None) -> None:
         os.environ[ENV] = f"{version[0]}.{version[1]}"
 
 
-def refusal(text: str, tree: ast.Module | None = None) -> tuple[ast.Module | None, tuple[int, int, str] | None]:
-    """``(stdlib ast of text or None, (line, 0-based column, reason) the target refuses, or None)``.
+def refusal(text: str, tree: ast.Module | None = None) -> tuple[ast.Module | None, tuple[int, int, str] | None, int | None]:
+    """``(stdlib ast or None, (line, 0-based column, reason) the target refuses or None,
+    lines kept or None)``.
 
     ``tree``, an ``ast`` the caller parsed with the running Python (flake8's), is kept when the
     target is the running Python. The ``ast`` is ``None`` when it cannot be had (a newer
-    target, a recursion limit), with no refusal: libcst then decides."""
+    target, a recursion limit), with no refusal: libcst then decides. A text over
+    :data:`LINE_BUDGET` lines is parsed up to a cut before a statement at most that many lines
+    in (the lines kept; the ``ast`` is theirs), or refused whole when no such cut parses."""
     nul = text.find("\0")
     if nul >= 0:
         line = len(source.NEWLINE.findall(text, 0, nul)) + 1
         begin = max(text.rfind("\n", 0, nul), text.rfind("\r", 0, nul)) + 1
-        return None, (line, nul - begin, "source code cannot contain null bytes")
+        return None, (line, nul - begin, "source code cannot contain null bytes"), None
     target = target_version()
     if tree is not None and target >= _RUNNING:
-        return tree, None
+        return tree, None, None
+    kept = None
     try:
-        tree = ast.parse(text, feature_version=target if target < _RUNNING else None)
+        tree, kept = _parse(text, feature_version=target if target < _RUNNING else None)
+    except _NoCut as over:
+        return None, (1, 0, f"{over.lines:,} lines, over the {LINE_BUDGET:,}-line budget, with no cut that parses"), None
     except SyntaxError as err:
         if target > _RUNNING:
-            return None, None
-        return None, (err.lineno or 1, max((err.offset or 1) - 1, 0), err.msg)
+            return None, None, None
+        return None, (err.lineno or 1, max((err.offset or 1) - 1, 0), err.msg), None
     except (ValueError, RecursionError, MemoryError, OverflowError):
-        return None, None
+        return None, None, None
     if target < (3, 12) <= _RUNNING:
         found = _new_fstring(tree, text)
         if found is not None:
-            return None, found
-    return tree, None
+            return None, found, None
+    return tree, None, kept
+
+
+#: Texts longer than this many lines have their stdlib ``ast`` parsed in pieces of at least
+#: this many lines, cut before a line at column 0 that opens a statement: the parse of one
+#: long text holds its parser's arena and the whole tree at once (100k one-line statements:
+#: 683 MB; in pieces 368 MB, and faster).
+PIECE_LINES = 2_000
+#: At most this many lines of one file are analysed: the rest of a longer file (generated
+#: code) is one DEV000, so that memory stays bounded (about 400 MB at 100k one-line
+#: statements that each hold a finding; issue 24).
+LINE_BUDGET = 150_000
+_OPENS = re.compile(r"[A-Za-z_@]")
+_CLAUSES = ("else", "elif", "except", "finally", "case")
+
+
+class _NoCut(Exception):
+    """A text over the budget whose pieces do not parse: ``lines`` it has."""
+
+    def __init__(self, lines: int) -> None:
+        super().__init__(lines)
+        self.lines = lines
+
+
+def _parse(text: str, feature_version) -> tuple[ast.Module, int | None]:
+    """``(ast.parse(text), None)``, in pieces where the text is long (:data:`PIECE_LINES`);
+    over :data:`LINE_BUDGET` lines, ``(ast of the first lines, how many)``. Each piece is
+    parsed after as many blank lines as precede it, so line numbers are the file's. A cut can
+    only misjudge a line inside a string, a bracket, a continued line or before a clause
+    (``else:``): a piece then fails, and the text is parsed whole, which also reports a syntax
+    error as before (a text over the budget raises :class:`_NoCut` instead). Texts with a lone
+    ``\\r`` are parsed whole."""
+    if "\r" in text or text.count("\n") < PIECE_LINES * 3 // 2:
+        if "\r" in text and len(source.NEWLINE.findall(text)) > LINE_BUDGET:
+            raise _NoCut(len(source.NEWLINE.findall(text)) + 1)
+        return ast.parse(text, feature_version=feature_version), None
+    lines = text.split("\n")
+    bounds, i = [0], PIECE_LINES
+    while i < len(lines) - PIECE_LINES // 2:
+        line = lines[i]
+        if _OPENS.match(line) and not line.startswith(_CLAUSES) and not lines[i - 1].endswith("\\"):
+            bounds.append(i)
+            i += PIECE_LINES
+        else:
+            i += 1
+    bounds.append(len(lines))
+    kept = None
+    if len(lines) > LINE_BUDGET:
+        within = [b for b in bounds if b <= LINE_BUDGET]
+        if len(within) < 2:
+            raise _NoCut(len(lines))
+        bounds, kept = within, within[-1]
+    body: list = []
+    try:
+        for a, b in zip(bounds, bounds[1:]):
+            body += ast.parse("\n" * a + "\n".join(lines[a:b]), feature_version=feature_version).body
+    except SyntaxError:
+        del body
+        if kept is not None:
+            raise _NoCut(len(lines)) from None
+        return ast.parse(text, feature_version=feature_version), None
+    return ast.Module(body=body, type_ignores=[]), kept
 
 
 def _new_fstring(tree: ast.Module, text: str) -> tuple[int, int, str] | None:

@@ -102,3 +102,41 @@ def test_target_version_from_pyproject_and_the_command_line(tmp_tree):
 @pytest.mark.parametrize("value, expected", [("py311", (3, 11)), ("3.9", (3, 9)), ("PY310", (3, 10))])
 def test_parse_target(value, expected):
     assert syntax.parse_target(value) == expected
+
+
+# ---- item 5: long files (the budgets made small, so that the inputs stay small) -------------
+
+@pytest.fixture
+def small_budget(monkeypatch):
+    monkeypatch.setattr(syntax, "PIECE_LINES", 4)
+    monkeypatch.setattr(syntax, "LINE_BUDGET", 20)
+
+
+def test_the_stdlib_tree_in_pieces_is_the_whole_one(small_budget, monkeypatch):
+    import ast
+
+    monkeypatch.setattr(syntax, "LINE_BUDGET", 100)
+    text = ("import torch\nx = '''\ny = 1\nz = 2\n'''\nw = (\n1,\n2)\nif w:\n    pass\nelse:\n    pass\n"
+            "v = 1 + \\\n2\n@d\ndef f():\n    return 1\nu = 3\n")
+    tree, refused, kept = syntax.refusal(text)
+    assert refused is None and kept is None
+    assert ast.dump(tree, include_attributes=True) == ast.dump(ast.parse(text), include_attributes=True)
+    broken = text + "def g(:\n" + "t = 1\n" * 8
+    assert syntax.refusal(broken)[1][:2] == (19, 6)  # the whole text parsed: CPython's own error
+    plain = "a = 1\n" * 5 + "if a:\n    b = 2\nelse:\n    b = 3\n" + "c = f(\n    4)\n" * 6
+    pieces, whole = syntax._parse(plain, None)[0], ast.parse(plain)
+    assert pieces.body[0] is not whole.body[0]
+    assert ast.dump(pieces, include_attributes=True) == ast.dump(whole, include_attributes=True)
+
+
+def test_past_the_line_budget_the_rest_is_one_dev000(small_budget):
+    text = "import torch\n" + "".join(f"x{i} = torch.ones(1).cuda()\n" for i in range(39))
+    findings = lint(text)
+    assert [(f.line, f.code) for f in findings] == [*((n, "DEV102") for n in range(2, 21)), (21, "DEV000")]
+    assert findings[-1].message == "lines 21-40 skipped: over the 20-line budget, split the file"
+
+
+def test_past_the_line_budget_without_a_cut_the_file_is_one_dev000(small_budget):
+    text = "import torch\nx = '''\n" + "y = torch.ones(1).cuda()\n" * 30 + "'''\n"
+    ((line, column, code),) = found(text)
+    assert (line, column, code) == (1, 0, "DEV000")
