@@ -501,9 +501,9 @@ def lint(
                             f"{syntax.LINE_BUDGET:,}-line budget, split the file", kept + 1, 0)]
         text, removed = syntax.for_libcst(text, tree)
         text, skipped = _defuse(text, path)
-        skipped += over
         if skipped:
             tree = None  # the pre-check reads the text libcst gets
+        skipped += over
         if PRECHECK if precheck is None else precheck:
             rules, tree = _precheck.candidates(text, rules, tree)
         if forced:
