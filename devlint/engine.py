@@ -947,39 +947,11 @@ def _syntax_error(text: str, exc: cst.ParserSyntaxError) -> tuple[int, int, str]
         pass
     else:
         reason = str(exc.message).splitlines()[0] if exc.message else "syntax error"
-        line = _tokenizer_failure(text) if reason.startswith("tokenizer error") else None
-        return line or max(exc.raw_line, 1), 0 if line else max(exc.raw_column, 0), f"libcst cannot read this valid Python ({reason})"
+        line = syntax.tokenizer_failure(text, parse_module) if reason.startswith("tokenizer error") else None
+        detail = reason.split(": ", 1)[-1]  # "tokenizer error: ..." / "parser error: ..."
+        return line or max(exc.raw_line, 1), 0 if line else max(exc.raw_column, 0), f"libcst cannot read this valid Python ({detail})"
     reason = str(exc.message).splitlines()[0] if exc.message else "syntax error"
     return max(exc.raw_line, 1), max(exc.raw_column, 0), reason
-
-
-def _tokenizer_failure(text: str, most_lines: int = 20_000) -> int | None:
-    """The first line of the statement in which libcst's tokenizer fails on ``text`` (which
-    CPython parses): a bisection over prefixes cut before statements (no such cut lies in a
-    string or a bracket), each parsed by libcst. ``None`` for texts over ``most_lines``."""
-    lines = source_text.split_lines(text, keepends=True)
-    if len(lines) > most_lines:
-        return None
-    firsts = sorted({n.lineno for n in ast.walk(ast.parse(text)) if isinstance(n, ast.stmt)})
-    cuts = [first - 1 for first in firsts[1:]] + [len(lines)]
-
-    def fails(k: int) -> bool:
-        try:
-            parse_module("".join(lines[:cuts[k]]))
-        except cst.ParserSyntaxError as exc:
-            return str(exc.message).startswith("tokenizer error")
-        return False
-
-    low, high = 0, len(cuts) - 1
-    if not fails(high):
-        return None
-    while low < high:
-        middle = (low + high) // 2
-        if fails(middle):
-            high = middle
-        else:
-            low = middle + 1
-    return firsts[low]
 
 
 def _positions(module: cst.Module, text: str, wanted: dict[int, list], tree: ast.Module | None,

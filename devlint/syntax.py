@@ -173,6 +173,39 @@ def _new_fstring(tree: ast.Module, text: str) -> tuple[int, int, str] | None:
     return None
 
 
+def tokenizer_failure(text: str, parse, most_lines: int = 20_000) -> int | None:
+    """The first line of the statement in which libcst's tokenizer fails on ``text`` (which
+    CPython parses): a bisection over prefixes cut before statements (no such cut lies in a
+    string or a bracket), each parsed by ``parse`` (libcst's ``parse_module``). ``None`` for
+    texts over ``most_lines``."""
+    lines = source.split_lines(text, keepends=True)
+    if len(lines) > most_lines:
+        return None
+    try:
+        firsts = sorted({n.lineno for n in ast.walk(ast.parse(text)) if isinstance(n, ast.stmt)})
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    cuts = [first - 1 for first in firsts[1:]] + [len(lines)]
+
+    def fails(k: int) -> bool:
+        try:
+            parse("".join(lines[:cuts[k]]))
+        except Exception as exc:  # noqa: BLE001 - libcst.ParserSyntaxError, not imported here
+            return str(getattr(exc, "message", "")).startswith("tokenizer error")
+        return False
+
+    low, high = 0, len(cuts) - 1
+    if not fails(high):
+        return None
+    while low < high:
+        middle = (low + high) // 2
+        if fails(middle):
+            high = middle
+        else:
+            low = middle + 1
+    return firsts[low]
+
+
 #: The leading whitespace of a line, up to and including its last form feed.
 _FORM_FEED_INDENT = re.compile(r"(?:(?<=[\r\n])|\A)[ \t\f]*\f")
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from devlint import syntax
-from devlint.engine import _tokenizer_failure, lint
+from devlint.engine import lint, parse_module
 from devlint.fix import fix_source
 
 from conftest import devlint, flake8, parse_findings
@@ -44,7 +44,7 @@ def test_a_fix_crossing_a_form_feed_line_start_is_dropped_not_applied():
 def test_where_libcst_cannot_read_valid_python_the_line_is_found():
     text = "x = 1\ny = 2\ntry:\n\f with ():\n  x.cuda()\nexcept: pass\nz = 1\n"
     compile(text, "a.py", "exec")
-    assert _tokenizer_failure(text) == 5  # libcst's own error says line 1
+    assert syntax.tokenizer_failure(text, parse_module) == 5  # libcst's own error says line 1
 
 
 def test_form_feeds_agree_with_flake8(tmp_tree):
