@@ -279,6 +279,8 @@ def check_once(run: Run) -> int:
             return 1 if fixed else 0
         if "-" in outputs:  # as ruff: the fixed source goes to standard output, the report to stderr
             stdin["-"] = outputs["-"]
+            # the report that follows shows the fixed text's lines, so its snippets must come from it
+            formats.SOURCES[display_path(args.stdin_filename) if args.stdin_filename else "-"] = outputs["-"].decode("utf-8", "replace")
             sys.stdout.buffer.write(outputs["-"])
             sys.stdout.flush()
     if args.add_noqa:

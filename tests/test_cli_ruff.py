@@ -327,3 +327,13 @@ def test_show_files_sorted_quiet_show_fixes_and_diff_endings(tmp_tree):
     assert "-scaler = torch.cuda.amp.GradScaler()\n\\ No newline at end of file\n" in diff.stdout
     quiet = full("-q", "--fix", "--show-fixes", "b.py", cwd=root).stdout
     assert "Fixed 1 finding:\n- b.py:\n    1 × DEV206 (deprecated-amp-api)" in quiet and "Found" not in quiet
+
+
+def test_fix_from_stdin_reports_snippets_of_the_fixed_text(tmp_path):
+    """With --fix on standard input the report numbers lines of the fixed text, so its snippets
+    must show that text (they showed the unfixed input, the caret past the end of the line)."""
+    source = "import torch\nfrom torch.cuda.amp import GradScaler\n\n\ndef train(model):\n    scaler = GradScaler()\n    return scaler\n"
+    result = full("--fix", "--stdin-filename", "t.py", "-", cwd=tmp_path, stdin=source)
+    assert 'GradScaler("cuda")' in result.stdout  # the fixed text
+    snippet = [line for line in result.stderr.splitlines() if line.startswith("6 |")]
+    assert snippet == ['6 |     scaler = GradScaler("cuda")'], result.stderr
