@@ -190,6 +190,9 @@ class DeviceFlow(Analysis):
         self.device_datasets: set[str] = set()
         self.device_dataset_names: set[str] = set()
         self._branches: list[list] = []
+        #: ``try`` statements being walked: [node, the names at the end of its body or None,
+        #: the names at the end of each handler that falls through, frame]
+        self._tries: list[list] = []
         #: the kinds of the subjects of the ``match`` statements being walked
         self._subjects: list[V | None] = []
         self._memo: dict[int, V | None] = {}
@@ -1209,6 +1212,69 @@ class DeviceFlow(Analysis):
             joined[name] = a if same else V(DEV) if placed else None  # a tensor or a list of them, moved
         frame.vars = joined
         self._memo.clear()
+
+
+    # try/except: the body is the path every run without an error takes
+    def visit_Try(self, node: cst.Try) -> None:
+        if node.handlers and not node.orelse:
+            self._tries.append([node, None, [], self.frame])
+
+    def _try_record(self, node) -> list | None:
+        if self._tries and self._tries[-1][3] is self.frame:
+            record = self._tries[-1]
+            if node is record[0].body or any(node is h for h in record[0].handlers):
+                return record
+        return None
+
+    def visit_ExceptHandler(self, node: cst.ExceptHandler) -> None:
+        record = self._try_record(node)
+        if record is not None:
+            if record[1] is None:
+                record[1] = dict(self.frame.vars)  # the first handler: the body is done
+            self.frame.vars = dict(record[1])  # each handler starts where the body may stop
+            self._memo.clear()
+
+    def leave_ExceptHandler(self, node: cst.ExceptHandler) -> None:
+        record = self._try_record(node)
+        if record is None:
+            return
+        if not _leaves(node.body):
+            record[2].append(self.frame.vars)
+        if node is record[0].handlers[-1]:
+            self._join_try(record)
+
+    def _join_try(self, record) -> None:
+        """After the handlers: a name keeps its kind when the body (if it falls through) and
+        every handler that falls through agree; one left unmoved on any of these paths (a CPU
+        tensor or an item of a batch) stays unmoved, since a run that takes that path hands the
+        CPU tensor on; anything else is unknown."""
+        self._tries.pop()
+        node, body, arms, frame = record
+        ends = arms if _leaves(node.body) else [body, *arms]
+        if not ends:
+            return  # nothing falls through: what follows is unreachable
+        joined = {}
+        for name in set().union(*ends):
+            values = [end.get(name) for end in ends]
+            a = values[0]
+            unmoved = [v for v in values if v is not None and v.kind in (CPU, CPUB, PITEM, PB) and not v.module]
+            same = all(v is not None and a is not None and v.kind == a.kind and v.module == a.module for v in values)
+            joined[name] = a if same else unmoved[0] if unmoved else None
+        frame.vars = joined
+        self._memo.clear()
+
+    def leave_Try(self, node: cst.Try) -> None:
+        if self._tries and self._tries[-1][0] is node:
+            self._tries.pop()  # a handler in another frame: nothing joined
+
+
+def _leaves(block) -> bool:
+    """Does ``block`` end with ``raise``/``return``/``continue``/``break``?"""
+    body = getattr(block, "body", ())
+    last = body[-1] if body else None
+    if isinstance(last, cst.SimpleStatementLine) and last.body:
+        last = last.body[-1]
+    return isinstance(last, (cst.Raise, cst.Return, cst.Continue, cst.Break))
 
 
 def _aligned(call: cst.Call, self_name: str | None) -> bool:

@@ -74,7 +74,8 @@ The same evidence is read in more of the shapes real loops take: an item moved i
 `metric_logger.log_every(loader, ...)`, a step function's `batch` parameter
 (`batch["x"].to(d)` then `batch["y"]` unmoved), the parameters of a function that moves one of
 them (`def train_step(self, x, y): x = x.to(d)`, then `y` reaches the loss), names bound by a
-`match` pattern, and a `DataLoader` returned by a helper of the same module. A loss given an
+`match` pattern, a `DataLoader` returned by a helper of the same module, and an item moved in
+the body of a `try` but not in a handler that goes on after it (or the other way round). A loss given an
 item left behind while its sibling moved is flagged even when the model's output comes from a
 helper; so is a helper or a tensor method (`get_log_probs(logits, labels)`, `metric.update(pred,
 y)`) given a model's output and such an item, unless it is a function or method of this file
