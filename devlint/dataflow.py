@@ -1051,7 +1051,9 @@ class DeviceFlow(Analysis):
             elif name in BATCH_PARAMS and not frame.forward and name != self_name:
                 # def train_step(model, batch, device): one batch, its items one group
                 frame.vars[name] = V(PB, group=id(param), param=(fname, name) if plain else None)
-            elif not frame.forward and name != self_name and not _MODEL_CALLEE.search(name) and _may_be_item(param):
+            elif not frame.forward and name != self_name and not _MODEL_CALLEE.search(name) and _may_be_item(param) and not (
+                param.default is not None and _handed_on_only(node, name)
+            ):
                 frame.params.add(name)
                 if not plain:  # def encode_batch(self, wavs, lens): items of the batch handed in
                     frame.vars[name] = V(PITEM, group=id(node))
@@ -1293,6 +1295,31 @@ def _may_be_item(param: cst.Param) -> bool:
     if default is not None and not (default.__class__ is cst.Name and default.value == "None"):
         return False
     return param.annotation is None or "Tensor" in cst.Module([]).code_for_node(param.annotation.annotation)
+
+
+class _Uses(cst.CSTVisitor):
+    """Counts the reads of one name in a function, and how many are ``name=name`` keywords."""
+
+    def __init__(self, name: str) -> None:
+        self.name, self.reads, self.handed_on = name, 0, 0
+
+    def visit_Name(self, node: cst.Name) -> None:
+        if node.value == self.name:
+            self.reads += 1
+
+    def visit_Arg(self, node: cst.Arg) -> None:
+        if node.keyword is not None and node.keyword.value == self.name and node.value.__class__ is cst.Name and node.value.value == self.name:
+            self.handed_on += 1
+            self.reads -= 1  # the keyword's own Name is visited too
+
+
+def _handed_on_only(function: cst.FunctionDef, name: str) -> bool:
+    """Is an optional parameter only handed on as ``name=name`` (``lang_id=lang_id`` in
+    fairseq's xmod hub interface)? Then it is an option passed through, not an item of the
+    batch: nothing in the function treats it as a tensor."""
+    uses = _Uses(name)
+    function.body.visit(uses)
+    return uses.handed_on > 0 and uses.reads == uses.handed_on
 
 
 def _may_be_tensor(param: cst.Param) -> bool:
