@@ -83,3 +83,12 @@ def test_no_rule_imports_another_rule():
             elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("devlint.rules."):
                 offenders.append(f"{path.name}: from {node.module} import ...")
     assert offenders == []
+
+
+def test_rule_messages_are_short_and_plain():
+    """A message reads code first, what is wrong, then the fix in a few words: under 80 characters
+    with its code, no "Please", no trailing period (details belong to the rule docs)."""
+    for rule in all_rules():
+        line = f"{rule.code} {rule.message}"
+        assert len(line) < 80, line
+        assert "please" not in line.lower() and not line.endswith("."), line

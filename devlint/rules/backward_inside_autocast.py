@@ -15,7 +15,7 @@ class BackwardInsideAutocast(FrameRule):
 
     code = "DEV201"
     name = "backward-inside-autocast"
-    message = "backward() under autocast is not recommended: move it after the `with` block"
+    message = "backward() under autocast: move it after the `with` block"
     triggers = ("autocast",)
 
     @staticmethod

@@ -11,7 +11,7 @@ class ClipWithoutUnscale(FrameRule):
 
     code = "DEV205"
     name = "clip-without-unscale"
-    message = "gradients clipped while still scaled by the GradScaler: call scaler.unscale_(optimizer) before clipping"
+    message = "gradients clipped while scaled: call scaler.unscale_(optimizer) first"
     triggers = ("clip_grad",)
 
     @staticmethod

@@ -18,10 +18,7 @@ class CustomFunctionWithoutCustomFwd(FrameRule):
 
     code = "DEV210"
     name = "custom-function-without-custom-fwd"
-    message = (
-        "autograd.Function.forward without @torch.amp.custom_fwd in a module that uses autocast: mixed dtypes reach it "
-        "and backward runs outside autocast; decorate it with @torch.amp.custom_fwd(device_type=...) and backward with custom_bwd"
-    )
+    message = "Function.forward lacks @torch.amp.custom_fwd under autocast: decorate it"
     triggers = ("autocast",)
 
     @staticmethod

@@ -23,7 +23,7 @@ class FactoryWithoutDeviceInForward(Rule):
 
     code = "DEV112"
     name = "factory-without-device-in-forward"
-    message = "tensor created in forward without device= lands on the CPU while the inputs may be on a GPU: pass device=x.device or use x.new_zeros(...)"
+    message = "forward makes a tensor without device=: pass device=x.device"
     triggers = ("forward",)
     requires = (DeviceFlow,)
 

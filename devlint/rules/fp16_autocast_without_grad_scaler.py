@@ -11,7 +11,7 @@ class Fp16AutocastWithoutGradScaler(FrameRule):
 
     code = "DEV202"
     name = "fp16-autocast-without-grad-scaler"
-    message = "float16 autocast without a GradScaler: small gradients underflow to zero; scale the loss with torch.amp.GradScaler or use dtype=torch.bfloat16"
+    message = "float16 autocast without a GradScaler: gradients underflow; add a scaler"
     triggers = ("autocast",)
 
     @staticmethod

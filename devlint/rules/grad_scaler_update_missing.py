@@ -12,7 +12,7 @@ class GradScalerUpdateMissing(FrameRule):
 
     code = "DEV204"
     name = "grad-scaler-update-missing"
-    message = "scaler.step() without scaler.update() in the same loop body or function: call {scaler}.update() after the step"
+    message = "scaler.step() without update(): call {scaler}.update() after the step"
     triggers = (".step(",)
 
     @staticmethod

@@ -14,10 +14,7 @@ class GradScalerWithBfloat16(FrameRule):
 
     code = "DEV209"
     name = "grad-scaler-with-bfloat16"
-    message = (
-        "GradScaler with bfloat16 autocast or weights is needless (bfloat16 has float32's range) and fails on CUDA "
-        "with bfloat16 gradients: drop it, or enable it only for float16 (enabled=dtype == torch.float16)"
-    )
+    message = "GradScaler with bfloat16 is needless, fails on CUDA: use it for float16"
     triggers = ("bfloat16",)
 
     @staticmethod

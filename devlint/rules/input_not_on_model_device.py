@@ -38,7 +38,7 @@ class InputNotOnModelDevice(Rule):
 
     code = "DEV111"
     name = "input-not-on-model-device"
-    message = "an input of this call never moved to the model's device: move it with .to(device)"
+    message = "input never moved to the model's device: use .to(device)"
     triggers = (".to(", ".cuda(")
     requires = (DeviceFlow,)
 

@@ -24,7 +24,7 @@ class LoadWithoutMapLocation(Rule):
 
     code = "DEV104"
     name = "load-without-map-location"
-    message = "{func} without map_location fails on a CPU-only machine for a checkpoint saved on a GPU: pass map_location=device"
+    message = "{func} without map_location fails without CUDA: pass map_location=device"
     triggers = ("load(", "load_url", "load_state_dict_from_url")
 
     @staticmethod

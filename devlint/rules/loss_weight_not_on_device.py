@@ -16,7 +16,7 @@ class LossWeightNotOnDevice(Rule):
 
     code = "DEV115"
     name = "loss-weight-not-on-device"
-    message = "loss built with a CPU weight tensor in a scope that moves the model to a device: move the loss with .to(device) or create the weight with device="
+    message = "loss weight on the CPU while the model moves: move the loss .to(device)"
     triggers = ("Loss",)
     requires = (DeviceFlow,)
 

@@ -14,7 +14,7 @@ class OptimizerStateBeforeMove(Rule):
 
     code = "DEV116"
     name = "optimizer-state-before-move"
-    message = "model moved after its optimizer loaded a state dict, which stays on the old device: move the model before building the optimizer or loading its state"
+    message = "model moved after its optimizer loaded state: move the model first"
     triggers = ("load_state_dict",)
     requires = (DeviceFlow,)
 

@@ -37,10 +37,7 @@ class SamplerEpochNotSet(Rule):
 
     code = "DEV117"
     name = "sampler-epoch-not-set"
-    message = (
-        "DataLoader with a shuffling DistributedSampler is iterated in a loop that never calls sampler.set_epoch(epoch): "
-        "every epoch sees the same order; call set_epoch(epoch) at the top of the epoch loop"
-    )
+    message = "shuffling DistributedSampler without set_epoch(): call it every epoch"
     triggers = ("DistributedSampler",)
 
     @staticmethod

@@ -19,7 +19,7 @@ class SubmodulesInPlainContainer(Rule):
 
     code = "DEV114"
     name = "submodules-in-plain-container"
-    message = "submodules in a plain list/dict/tuple are not registered, so .to(device) and .parameters() skip them: use nn.ModuleList or nn.ModuleDict"
+    message = "submodules in a plain list/dict are not registered: use nn.ModuleList"
     triggers = ("__init__",)
     requires = (DeviceFlow,)
 

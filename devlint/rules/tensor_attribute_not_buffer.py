@@ -55,7 +55,7 @@ class TensorAttributeNotBuffer(Rule):
 
     code = "DEV113"
     name = "tensor-attribute-not-buffer"
-    message = "plain tensor attribute is not moved by module.to(device) and is read in forward: register it with self.register_buffer(...)"
+    message = "plain tensor attribute read in forward: register it with register_buffer"
     triggers = ("forward",)
     requires = (DeviceFlow,)
 

@@ -29,7 +29,7 @@ class UnguardedCudaApi(Rule):
 
     code = "DEV105"
     name = "unguarded-cuda-api"
-    message = "torch.cuda.{api}() raises without CUDA: guard it with torch.cuda.is_available()"
+    message = "torch.cuda.{api}() raises without CUDA: guard it with is_available()"
 
     @staticmethod
     def candidate(facts) -> bool:

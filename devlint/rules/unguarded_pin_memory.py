@@ -18,7 +18,7 @@ class UnguardedPinMemory(Rule):
 
     code = "DEV106"
     name = "unguarded-pin-memory"
-    message = ".pin_memory() raises without CUDA: pin only when torch.cuda.is_available()"
+    message = ".pin_memory() raises without CUDA: pin only if cuda.is_available()"
     argument_message = "pin_memory=True raises without CUDA: guard it with is_available()"
     triggers = ("pin_memory",)
 

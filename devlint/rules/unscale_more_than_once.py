@@ -95,10 +95,7 @@ class UnscaleMoreThanOnce(FrameRule):
 
     code = "DEV207"
     name = "unscale-more-than-once"
-    message = (
-        "{scaler}.unscale_() runs on every pass but {scaler}.update() only under a condition, so the second pass "
-        "raises \"unscale_() has already been called\": unscale under the same condition as {scaler}.step()"
-    )
+    message = "{scaler}.unscale_() every pass, update() conditional: unscale with step"
     triggers = ("unscale_",)
 
     @staticmethod
