@@ -1043,6 +1043,7 @@ class DeviceFlow(Analysis):
         fname = node.name.value
         if plain:
             self.signatures[fname] = None if fname in self.signatures else [p.name.value for p in positional]
+        options = _handed_on_only(node) if not frame.forward else set()
         for param in (*positional, *params.kwonly_params):
             name = param.name.value
             frame.vars[name] = V(PARAM, param=(fname, name)) if plain else None
@@ -1051,9 +1052,7 @@ class DeviceFlow(Analysis):
             elif name in BATCH_PARAMS and not frame.forward and name != self_name:
                 # def train_step(model, batch, device): one batch, its items one group
                 frame.vars[name] = V(PB, group=id(param), param=(fname, name) if plain else None)
-            elif not frame.forward and name != self_name and not _MODEL_CALLEE.search(name) and _may_be_item(param) and not (
-                param.default is not None and _handed_on_only(node, name)
-            ):
+            elif not frame.forward and name != self_name and not _MODEL_CALLEE.search(name) and _may_be_item(param) and name not in options:
                 frame.params.add(name)
                 if not plain:  # def encode_batch(self, wavs, lens): items of the batch handed in
                     frame.vars[name] = V(PITEM, group=id(node))
@@ -1297,29 +1296,42 @@ def _may_be_item(param: cst.Param) -> bool:
     return param.annotation is None or "Tensor" in cst.Module([]).code_for_node(param.annotation.annotation)
 
 
-class _Uses(cst.CSTVisitor):
-    """Counts the reads of one name in a function, and how many are ``name=name`` keywords."""
+class _HandedOn(cst.CSTVisitor):
+    """Of the names given, those a function body reads only as ``name=name`` keywords."""
 
-    def __init__(self, name: str) -> None:
-        self.name, self.reads, self.handed_on = name, 0, 0
+    def __init__(self, names: set[str]) -> None:
+        self.reads = dict.fromkeys(names, 0)
+        self.handed_on = dict.fromkeys(names, 0)
 
     def visit_Name(self, node: cst.Name) -> None:
-        if node.value == self.name:
-            self.reads += 1
+        if node.value in self.reads:
+            self.reads[node.value] += 1
 
     def visit_Arg(self, node: cst.Arg) -> None:
-        if node.keyword is not None and node.keyword.value == self.name and node.value.__class__ is cst.Name and node.value.value == self.name:
-            self.handed_on += 1
-            self.reads -= 1  # the keyword's own Name is visited too
+        name = node.keyword.value if node.keyword is not None else None
+        if name in self.reads and node.value.__class__ is cst.Name and node.value.value == name:
+            self.handed_on[name] += 1
+            self.reads[name] -= 1  # the keyword's own Name is visited too
+
+    def only_handed_on(self) -> set[str]:
+        return {n for n, k in self.handed_on.items() if k and self.reads[n] == k}
 
 
-def _handed_on_only(function: cst.FunctionDef, name: str) -> bool:
-    """Is an optional parameter only handed on as ``name=name`` (``lang_id=lang_id`` in
-    fairseq's xmod hub interface)? Then it is an option passed through, not an item of the
-    batch: nothing in the function treats it as a tensor."""
-    uses = _Uses(name)
+def _handed_on_only(function: cst.FunctionDef) -> set[str]:
+    """The optional parameters only handed on as ``name=name`` (``lang_id=lang_id`` in
+    fairseq's xmod hub interface): options passed through, not items of the batch, since
+    nothing in the function treats them as tensors. One walk of the body, and only for a
+    function that has an optional parameter."""
+    params = function.params
+    optional = {
+        p.name.value for p in (*params.posonly_params, *params.params, *params.kwonly_params)
+        if p.default.__class__ is cst.Name and p.default.value == "None"  # the only default _may_be_item takes
+    }
+    if not optional:
+        return set()
+    uses = _HandedOn(optional)
     function.body.visit(uses)
-    return uses.handed_on > 0 and uses.reads == uses.handed_on
+    return uses.only_handed_on()
 
 
 def _may_be_tensor(param: cst.Param) -> bool:

@@ -1059,7 +1059,7 @@ def _locate(module: cst.Module, ids: set[int]) -> dict[int, int]:
     """``id(node) -> index of the top-level statement holding it`` for the nodes whose ids
     are given, found by a walk of the children (no code generation), which stops once all are
     found."""
-    fields, walked, left, located = _FIELDS, _WALKED, set(ids), {}
+    left, located = set(ids), {}
     for index, statement in enumerate(module.body):
         stack = [statement]
         while stack:
@@ -1069,21 +1069,7 @@ def _locate(module: cst.Module, ids: set[int]) -> dict[int, int]:
                 left.discard(id(node))
                 if not left:
                     return located
-            kind = node.__class__
-            if kind is cst.FunctionDef or kind is cst.ClassDef:
-                stack.extend(node.decorators)
-            for name in fields.get(kind) or _fields(kind):
-                value = getattr(node, name)
-                cls = value.__class__
-                if cls is tuple or cls is list:
-                    for item in value:
-                        ok = walked.get(item.__class__)
-                        if ok or (ok is None and _walkable(item.__class__)):
-                            stack.append(item)
-                else:
-                    ok = walked.get(cls)
-                    if ok or (ok is None and _walkable(cls)):
-                        stack.append(value)
+            stack.extend(_children(node))
     return located
 
 

@@ -17,23 +17,13 @@ import math
 import torch
 
 from .compare import Errors, Tolerances, unit_roundoff
+from .names import module_of
 
 __all__ = ["module_rows", "FLOAT16_SUBNORMAL"]
 
 #: float16's smallest subnormal, 2**-24: a gradient element smaller in magnitude is zero in
 #: float16 (IEEE 754 binary16).
 FLOAT16_SUBNORMAL = 2.0 ** -24
-
-
-def _owner(model: torch.nn.Module, param: str) -> str:
-    """``"encoder.fc1 (Linear)"`` for ``"encoder.fc1.weight"``; the model's class for its own."""
-    path = param.rsplit(".", 1)[0] if "." in param else ""
-    if not path:
-        return f"{type(model).__name__} (the model itself)"
-    try:
-        return f"{path} ({type(model.get_submodule(path)).__name__})"
-    except AttributeError:
-        return path
 
 
 def _rel(diff: float, ref: float) -> float:
@@ -65,7 +55,7 @@ def module_rows(model: torch.nn.Module, errors: Errors, floor: Errors | None, to
     judged = errors.judged(tol)
     rows: dict[str, dict] = {}
     for name, p in errors.params.items():
-        row = rows.setdefault(_owner(model, name), {"n": 0, "d": 0.0, "r": 0.0, "fd": 0.0, "fr": 0.0,
+        row = rows.setdefault(module_of(model, name), {"n": 0, "d": 0.0, "r": 0.0, "fd": 0.0, "fr": 0.0,
                                                     "zeros": 0, "tiny": 0, "judged": False})
         row["n"] += p.n
         row["zeros"] += p.zeros
