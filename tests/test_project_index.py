@@ -99,6 +99,11 @@ def test_an_import_cycle_of_base_classes_ends(tmp_tree):
         "c.py": "import torch\nfrom a import A\nclass C(A):\n    def __init__(self):\n        self.layers = [torch.nn.Linear(2, 2)]\n",
     })
     assert lint((root / "c.py").read_text(), str(root / "c.py"), project=ProjectIndex().view(str(root / "c.py"))) == []
+    # and the walk still resolves through the cycle: once one class of it is a module, C is one
+    (root / "b.py").write_text("import torch\nfrom a import A\nclass B(A, torch.nn.Module):\n    pass\n")
+    (root / "c.py").write_text((root / "c.py").read_text() + "\n    def forward(self, x):\n        return x\n")
+    found = lint((root / "c.py").read_text(), str(root / "c.py"), project=ProjectIndex().view(str(root / "c.py")))
+    assert [(f.line, f.code) for f in found] == [(5, "DEV114")]
 
 
 HELPER = "from torch.utils.data import DataLoader\n\ndef build(ds):\n    return DataLoader(ds)\n"

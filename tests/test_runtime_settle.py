@@ -20,13 +20,21 @@ def _step():
 def test_settling_on_one_graph_equals_replaying_the_step():
     step = _step()
     ref = runs._run(step, "cpu", "float32", 0, keep=True)
-    replayed = runs._settled(step, "cpu", "float16", 0, ref, "native")  # built-in step: on one graph
-    orig = runs._run
-    try:
-        runs._run = lambda *a, **k: orig(*a, **{**k, "on_graph": False})
-        bisected = runs._settled(step, "cpu", "float16", 0, ref, "native")
+    calls = []
+    on_graph = settle.on_graph
+    try:  # count the searches on one graph: the equality below means nothing if none ran
+        settle.on_graph = lambda *a, **k: calls.append(1) or on_graph(*a, **k)
+        replayed = runs._settled(step, "cpu", "float16", 0, ref, "native")  # built-in step: on one graph
+        searched = len(calls)
+        orig = runs._run
+        try:
+            runs._run = lambda *a, **k: orig(*a, **{**k, "on_graph": False})
+            bisected = runs._settled(step, "cpu", "float16", 0, ref, "native")
+        finally:
+            runs._run = orig
     finally:
-        runs._run = orig
+        settle.on_graph = on_graph
+    assert searched >= 1 and len(calls) == searched  # the replay path never searches on one graph
     assert replayed.skipped_steps == bisected.skipped_steps and 3 <= bisected.skipped_steps <= 12
     assert replayed.scale == bisected.scale and replayed.loss == bisected.loss
     for name, err in bisected.errors.params.items():
