@@ -63,5 +63,8 @@ def test_two_torchrun_agents_on_loopback_make_one_check(tmp_path):
     assert not any("ranks (gloo, fork)" in n or "ranks (gloo, spawn)" in n for n in report["notes"])
     assert {r["mode"] for r in report["runs"]} >= {"ddp rank 0/2", "ddp rank 1/2"}
     assert agents[0].returncode != 0  # findings: rank 0 exits 1, so its agent fails
-    assert agents[1].returncode == 0 and "rank 1 of 2 sent its results to rank 0" in outs[1][1]
+    # rank 1's own worker says it handed its results on; its agent's exit status is not asserted:
+    # when rank 0's agent fails (findings) first, the rendezvous store it hosts goes away and
+    # torchrun may end the other agent with 1 (a race inside torchrun, not in devlint)
+    assert "rank 1 of 2 sent its results to rank 0" in outs[1][1], outs[1][1][-3000:]
     assert outs[1][0].strip() == ""
