@@ -25,9 +25,10 @@ from . import guards
 from . import source as source_text
 from . import syntax
 from . import precheck as _precheck
+from .context import Context, Scope
 from .finding import PARSE_ERROR, Edit, Finding, Fix
 from .inner_positions import place_inside
-from .names import ImportTable, dotted
+from .names import dotted
 from .positions import as_range, statement_ranges
 from .rule import Analysis, Participant, Rule
 from .rules import all_rules
@@ -35,63 +36,6 @@ from .rules import all_rules
 #: Whether :func:`lint` runs the ``ast`` pre-check by default: set ``DEVLINT_NO_PRECHECK=1`` in
 #: the environment to measure without it or to rule it out (benchmarks/bench_lint.py does both).
 PRECHECK = not os.environ.get("DEVLINT_NO_PRECHECK")
-
-
-class Scope:
-    """A module, class or function body: ``kind`` is ``"module"``, ``"class"`` or
-    ``"function"``; ``node`` its libcst node; ``parent`` the enclosing scope."""
-
-    __slots__ = ("kind", "node", "parent", "name")
-
-    def __init__(self, kind: str, node: cst.CSTNode, parent: "Scope | None", name: str) -> None:
-        self.kind, self.node, self.parent, self.name = kind, node, parent, name
-
-
-class Context:
-    """Per-file state shared by the engine, the analyses and the rules.
-
-    ``names`` resolves dotted torch names; ``guarded`` tells whether the node being visited
-    sits under an availability guard (:mod:`devlint.guards`); ``scope`` is the innermost
-    module/class/function; ``text`` is the source.
-    """
-
-    def __init__(self, path: str, text: str) -> None:
-        self.path, self.text = path, text
-        self.names = ImportTable()
-        self.guard_names: set[str] = set()
-        self.negative_guard_names: set[str] = set()
-        #: last components of option names whose default is an availability test
-        #: (``parser.add_argument("--cuda", default=torch.cuda.is_available())``)
-        self.guard_attrs: set[str] = set()
-        self.scope: Scope | None = None
-        self.guard_depth = 0
-        self._guard_nodes: set[int] = set()
-        self._analyses: dict[type, Analysis] = {}
-        self.reports: list[tuple[Rule, cst.CSTNode, str, object, int]] = []
-        self.statement_index = 0  # index in Module.body of the statement being visited
-        #: this file's :class:`devlint.project.index.View` of the project (``None``: alone)
-        self.project = None
-
-    @property
-    def guarded(self) -> bool:
-        """True while visiting code that only runs where an accelerator exists."""
-        return self.guard_depth > 0
-
-    def resolve(self, node: cst.CSTNode | None) -> str | None:
-        """Dotted name through the imports (``T.cuda.Event`` -> ``torch.cuda.Event``)."""
-        return self.names.resolve(node)
-
-    def guard(self, node: cst.CSTNode | None) -> None:
-        """Mark ``node`` (a block, statement or expression) as guarded."""
-        if node is not None:
-            self._guard_nodes.add(id(node))
-
-    def analysis(self, kind: type[Analysis]) -> Analysis:
-        """The shared analysis instance of this file."""
-        return self._analyses[kind]
-
-    def report(self, rule: Rule, node: cst.CSTNode, message: str, fix=None) -> None:
-        self.reports.append((rule, node, message, fix, self.statement_index))
 
 
 #: Packages that only import where CUDA exists: an import of one guards the block holding it.

@@ -44,7 +44,7 @@ class Site:
 class Participant:
     """Something with ``visit_<Node>``/``leave_<Node>`` hooks that the engine calls.
 
-    ``ctx`` is the :class:`devlint.engine.Context` of the file being linted.
+    ``ctx`` is the :class:`devlint.context.Context` of the file being linted.
     """
 
     requires: ClassVar[tuple[type["Analysis"], ...]] = ()

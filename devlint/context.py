@@ -1,0 +1,66 @@
+"""The per-file state of one lint: the scopes entered, the imports, the availability guards
+seen so far and the reports filed, shared by the engine's walk, the analyses and the rules."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from .names import ImportTable
+from .rule import Analysis, Rule
+
+
+class Scope:
+    """A module, class or function body: ``kind`` is ``"module"``, ``"class"`` or
+    ``"function"``; ``node`` its libcst node; ``parent`` the enclosing scope."""
+
+    __slots__ = ("kind", "node", "parent", "name")
+
+    def __init__(self, kind: str, node: cst.CSTNode, parent: "Scope | None", name: str) -> None:
+        self.kind, self.node, self.parent, self.name = kind, node, parent, name
+
+
+class Context:
+    """Per-file state shared by the engine, the analyses and the rules.
+
+    ``names`` resolves dotted torch names; ``guarded`` tells whether the node being visited
+    sits under an availability guard (:mod:`devlint.guards`); ``scope`` is the innermost
+    module/class/function; ``text`` is the source.
+    """
+
+    def __init__(self, path: str, text: str) -> None:
+        self.path, self.text = path, text
+        self.names = ImportTable()
+        self.guard_names: set[str] = set()
+        self.negative_guard_names: set[str] = set()
+        #: last components of option names whose default is an availability test
+        #: (``parser.add_argument("--cuda", default=torch.cuda.is_available())``)
+        self.guard_attrs: set[str] = set()
+        self.scope: Scope | None = None
+        self.guard_depth = 0
+        self._guard_nodes: set[int] = set()
+        self._analyses: dict[type, Analysis] = {}
+        self.reports: list[tuple[Rule, cst.CSTNode, str, object, int]] = []
+        self.statement_index = 0  # index in Module.body of the statement being visited
+        #: this file's :class:`devlint.project.index.View` of the project (``None``: alone)
+        self.project = None
+
+    @property
+    def guarded(self) -> bool:
+        """True while visiting code that only runs where an accelerator exists."""
+        return self.guard_depth > 0
+
+    def resolve(self, node: cst.CSTNode | None) -> str | None:
+        """Dotted name through the imports (``T.cuda.Event`` -> ``torch.cuda.Event``)."""
+        return self.names.resolve(node)
+
+    def guard(self, node: cst.CSTNode | None) -> None:
+        """Mark ``node`` (a block, statement or expression) as guarded."""
+        if node is not None:
+            self._guard_nodes.add(id(node))
+
+    def analysis(self, kind: type[Analysis]) -> Analysis:
+        """The shared analysis instance of this file."""
+        return self._analyses[kind]
+
+    def report(self, rule: Rule, node: cst.CSTNode, message: str, fix=None) -> None:
+        self.reports.append((rule, node, message, fix, self.statement_index))
