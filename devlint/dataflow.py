@@ -1305,7 +1305,17 @@ def _node_fields(kind: type) -> tuple[str, ...]:
     return found
 
 
+def _is_node(kind: type) -> bool:
+    """Is ``kind`` a libcst node type? (Asked once per type: ``isinstance`` on libcst's abstract
+    base costs a registry lookup per call.)"""
+    found = _IS_NODE.get(kind)
+    if found is None:
+        found = _IS_NODE[kind] = isinstance(kind, type) and issubclass(kind, cst.CSTNode)
+    return found
+
+
 _NODE_FIELDS: dict[type, tuple[str, ...]] = {}
+_IS_NODE: dict[type, bool] = {}
 
 
 def _handed_on_only(function: cst.FunctionDef) -> set[str]:
@@ -1338,9 +1348,10 @@ def _handed_on_only(function: cst.FunctionDef) -> set[str]:
                 reads[name] -= 1  # the keyword's own Name is counted too
         for field in _node_fields(kind):
             value = getattr(node, field)
-            if isinstance(value, (tuple, list)):
-                stack.extend(v for v in value if isinstance(v, cst.CSTNode))
-            elif isinstance(value, cst.CSTNode):
+            cls = value.__class__
+            if cls is tuple or cls is list:
+                stack.extend(v for v in value if _is_node(v.__class__))
+            elif _is_node(cls):
                 stack.append(value)
     return {n for n, k in handed_on.items() if k and reads[n] == k}
 
