@@ -62,7 +62,31 @@ EXTRA = [
     ecosystem.Package("pykeen", "1.11.1", why="training loops of knowledge-graph embedding models"),
 ]
 PACKAGES = ecosystem.PACKAGES + EXTRA
-SHAPES = ("x = x.to(d)", "y = e.to(d)", "tuple half", "call arg", ".cuda()")
+#: held out: training scripts and trainers kept for validation of DEV111 (never tuned on).
+#: Mutated with the wider shapes too (``wide``); ``--set heldout`` reports them on their own.
+HELDOUT = [
+    ecosystem.Package("opacus", "1.6.0", sdist=True, keep=r"^examples/", why="examples/: mnist, cifar10, imdb, char-lstm scripts"),
+    ecosystem.Package("learn2learn", "0.2.0", sdist=True, keep=r"^examples/", why="examples/: meta-learning scripts, .cuda() and tuple moves"),
+    ecosystem.Package("pytorch_warmup", "0.2.0", sdist=True, keep=r"^examples/", why="examples/: emnist and cifar10 train/test loops"),
+    ecosystem.Package("torch-optimizer", "0.3.0", sdist=True, keep=r"^examples/", why="examples/mnist.py: the classic train/test loop"),
+    ecosystem.Package("yolov5", "7.0.14", why="train.py, val.py, classify/ and segment/: detection and classification scripts"),
+    ecosystem.Package("open_clip_torch", "3.3.0", keep=r"^open_clip_train/", why="open_clip_train/: train_one_epoch, evaluate, zero-shot"),
+    ecosystem.Package("torchreid", "0.2.5", sdist=True, why="engine/: trainer classes, if self.use_gpu: imgs = imgs.cuda()"),
+    ecosystem.Package("laplace-torch", "0.3", why="fit loops over a loader, model on self._device"),
+    ecosystem.Package("deepod", "0.4.1", keep=r"^deepod/models/(tabular|time_series)/", why="fit loops of anomaly detectors"),
+    ecosystem.Package("pyod", "3.6.7", why="models/: torch fit/decision loops, .to(self.device).float()"),
+    ecosystem.Package("torch-rechub", "0.9.0", why="trainers/: recommendation training loops"),
+    ecosystem.Package("stanza", "1.15.0", why="models/*/trainer.py: NLP trainers moving batch items"),
+    ecosystem.Package("chemprop", "1.6.1", why="train/: train and predict loops of molecule models"),
+    ecosystem.Package("segmentation-models-pytorch", "0.2.1", why="utils/train.py: TrainEpoch/ValidEpoch"),
+    ecosystem.Package("facenet-pytorch", "2.6.0", why="models/utils/training.py: pass_epoch"),
+    ecosystem.Package("advertorch", "0.2.3", sdist=True, keep=r"^advertorch_examples/", why="tutorial_train_mnist.py: clean and adversarial training"),
+    ecosystem.Package("cleverhans", "3.0.1", sdist=True, keep=r"^cleverhans_tutorials/.*pytorch", why="mnist_tutorial_pytorch.py: a .cuda() training loop"),
+    ecosystem.Package("cleanlab", "2.0.0", keep=r"^cleanlab/experimental/", why="experimental/mnist_pytorch.py: if self.cuda: data.cuda()"),
+    ecosystem.Package("pytorch-ood", "0.4.0", sdist=True, why="detectors' fit loops, benchmark and utils evaluation loops"),
+]
+SETS = {"default": PACKAGES, "heldout": HELDOUT, "all": PACKAGES + HELDOUT}
+SHAPES = ("x = x.to(d)", "y = e.to(d)", "tuple half", "call arg", "chained", ".cuda()")
 
 _DTYPE_WORDS = frozenset(
     "float16 half bfloat16 float32 float float64 double int8 uint8 int16 short int32 int int64 long bool "
@@ -187,16 +211,27 @@ def _statements(body: list[ast.stmt]):
                         yield from _statements(item.body)
 
 
-def _bound_names(region: ast.AST, seeds: set[str]) -> set[str]:
+def _unpacks(value: ast.AST, bound: set[str]) -> bool:
+    """``parse_data(batch)``, ``self.split(data)``: a call (no model's) handed a bound name."""
+    if not isinstance(value, ast.Call):
+        return False
+    name = _dotted(value.func).rsplit(".", 1)[-1] or "-"
+    if _MODELISH.search(name) or name in _HARMLESS or name in ("forward", "__call__"):
+        return False
+    return any(isinstance(a, ast.Name) and a.id in bound for a in value.args)
+
+
+def _bound_names(region: ast.AST, seeds: set[str], wide: bool = False) -> set[str]:
     """``seeds`` plus the names the region binds from them (``x, y = batch``, ``x = batch[0]``,
-    ``x = batch["x"].to(d)``) or from a call handing out a batch."""
+    ``x = batch["x"].to(d)``) or from a call handing out a batch; ``wide``: also from a call
+    handed a bound name (``imgs, pids = self.parse_data_for_train(data)``)."""
     bound = set(seeds)
     for stmt in _statements(region.body):
         if isinstance(stmt, (ast.Assign, ast.AnnAssign)) and stmt.value is not None:
             targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
             value = stmt.value
             values = value.elts if isinstance(value, ast.Tuple) else [value]
-            if any(_root(v) in bound or _batchy_call(v) for v in values):
+            if any(_root(v) in bound or _batchy_call(v) or wide and _unpacks(v, bound) for v in values):
                 for t in targets:
                     bound |= {n for n in _names(t) if not isinstance(t, ast.Attribute)}
         elif isinstance(stmt, (ast.For, ast.AsyncFor)) and stmt is not region:
@@ -224,8 +259,8 @@ def _model_moved(scope: ast.AST) -> bool:
 class _Finder:
     """The mutation sites of one file."""
 
-    def __init__(self, text: str, tree: ast.Module) -> None:
-        self.text, self.tree = text, tree
+    def __init__(self, text: str, tree: ast.Module, wide: bool = False) -> None:
+        self.text, self.tree, self.wide = text, tree, wide
         self.lines = text.splitlines(keepends=True)
         self.parents: dict[ast.AST, ast.AST] = {}
         for node in ast.walk(tree):
@@ -274,10 +309,27 @@ class _Finder:
             node = self.parents[node]
         return node
 
+    def _top(self, move: ast.Call) -> ast.AST:
+        """``move``, or with ``wide`` the whole chain it opens: ``x.to(d).float() / 255``."""
+        node = move
+        while self.wide:
+            parent = self.parents.get(node)
+            if isinstance(parent, ast.Attribute) and isinstance(self.parents.get(parent), ast.Call) \
+                    and self.parents[parent].func is parent:
+                node = self.parents[parent]  # x.to(d).float(), .squeeze(-1), .long()
+            elif isinstance(parent, ast.BinOp) and node is parent.left:
+                node = parent  # x.to(d).float() / 255
+            else:
+                return node
+        return node
+
     def _shape(self, move: ast.Call) -> str | None:
         """The mutation shape of removing ``move``, or ``None`` (not one item's move)."""
-        parent = self.parents.get(move)
-        if isinstance(parent, ast.Assign) and parent.value is move and len(parent.targets) == 1:
+        top = self._top(move)
+        parent = self.parents.get(top)
+        if isinstance(parent, ast.AnnAssign) and self.wide and parent.value is top:
+            shape = "x = x.to(d)" if ast.unparse(parent.target) == ast.unparse(move.func.value) else "y = e.to(d)"
+        elif isinstance(parent, ast.Assign) and parent.value is top and len(parent.targets) == 1:
             target = parent.targets[0]
             if isinstance(target, (ast.Tuple, ast.List)):
                 return None  # x, y = batch.to(d): the whole batch
@@ -285,10 +337,10 @@ class _Finder:
             shape = "x = x.to(d)" if same else "y = e.to(d)"
         elif isinstance(parent, ast.Tuple) and isinstance(self.parents.get(parent), ast.Assign):
             assign = self.parents[parent]
-            if assign.value is not parent or not any(isinstance(t, ast.Tuple) for t in assign.targets):
-                return None
+            if assign.value is not parent or not (self.wide or any(isinstance(t, ast.Tuple) for t in assign.targets)):
+                return None  # wide: inputs = (a.to(d), b.to(d)) too
             shape = "tuple half"
-        elif isinstance(parent, ast.Call) and move in parent.args or isinstance(parent, ast.keyword):
+        elif isinstance(parent, ast.Call) and top in parent.args or isinstance(parent, ast.keyword):
             call = parent if isinstance(parent, ast.Call) else self.parents.get(parent)
             if not isinstance(call, ast.Call):
                 return None
@@ -318,9 +370,13 @@ class _Finder:
 
     def sites(self):
         """(move call, shape, region) of every mutation site, each move once."""
-        seen = set()
+        seen = set()  # and a whole batch's move, for b in loader: b = b.to(d), seen from any region
+        for loop in ast.walk(self.tree):
+            if isinstance(loop, (ast.For, ast.AsyncFor)) and isinstance(loop.target, ast.Name):
+                seen |= {id(n) for n in _own_walk(loop) if isinstance(n, ast.Call) and is_device_move(n)
+                         and isinstance(n.func.value, ast.Name) and n.func.value.id == loop.target.id}
         for region, holder, seeds in self.regions():
-            bound = _bound_names(region, seeds)
+            bound = _bound_names(region, seeds, self.wide)
             if not bound:
                 continue
             moves = [n for n in _own_walk(region) if isinstance(n, ast.Call) and is_device_move(n)]
@@ -343,25 +399,26 @@ class _Finder:
                 others = [m for m in moves if m is not move and _root(m.func.value) in bound]
                 if not (others or self.module_moves_model or _model_moved(holder)):
                     continue  # nothing says the model is on a device
-                stmt = self._statement(move)
+                stmt, top = self._statement(move), self._top(move)
                 if form == "call arg":
                     used = True
                 else:
-                    assign = stmt if isinstance(stmt, ast.Assign) else None
+                    assign = stmt if isinstance(stmt, (ast.Assign, ast.AnnAssign)) else None
                     names = set()
                     if assign is not None:
-                        if assign.value is move:
-                            names = _names(assign.targets[0])
+                        t = assign.targets[0] if isinstance(assign, ast.Assign) else assign.target
+                        if assign.value is top or not isinstance(t, (ast.Tuple, ast.List)):
+                            names = _names(t)
                         else:  # tuple half: the matching target
-                            t = assign.targets[0]
-                            i = assign.value.elts.index(move)
-                            if isinstance(t, (ast.Tuple, ast.List)) and i < len(t.elts):
+                            i = assign.value.elts.index(top)
+                            if i < len(t.elts):
                                 names = _names(t.elts[i])
                     used = bool(names) and self._used_in_call(names, region, stmt.end_lineno)
                 if not used:
                     continue
                 seen.add(id(move))
-                yield move, ".cuda()" if move.func.attr == "cuda" else form, region
+                label = "chained" if top is not move else form
+                yield move, ".cuda()" if move.func.attr == "cuda" else label, region
 
     def mutate(self, move: ast.Call) -> tuple[str, int, int] | None:
         """The file with ``move`` replaced by its receiver (same line numbers where it parses
@@ -387,13 +444,14 @@ class _Finder:
         return None
 
 
-def mutants_of(package: str, path: str, text: str) -> list[Mutant]:
-    """Every kept mutant of one file (see the module docstring)."""
+def mutants_of(package: str, path: str, text: str, wide: bool = False) -> list[Mutant]:
+    """Every kept mutant of one file (see the module docstring); ``wide`` adds the chained
+    shape, annotated and tuple-literal assignments and items unpacked by a helper call."""
     try:
         tree = ast.parse(text)
     except (SyntaxError, ValueError):
         return []
-    finder = _Finder(text, tree)
+    finder = _Finder(text, tree, wide)
     out = []
     for move, shape, _ in finder.sites():
         made = finder.mutate(move)
@@ -425,11 +483,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--budget", type=int, default=0, help="at most this many mutants per package (0: all)")
     parser.add_argument("--missed", type=int, default=0, help="list at most this many uncaught mutants")
     parser.add_argument("--offline", action="store_true", help="use only packages already in the cache")
+    parser.add_argument("--set", choices=sorted(SETS), default="default",
+                        help="default: the tuned-on packages; heldout: the validation packages (HELDOUT); all: both")
+    parser.add_argument("--wide", action="store_true", help="the held-out's wider shapes on every set (on for heldout)")
     args = parser.parse_args(argv)
-    chosen = PACKAGES
+    chosen = SETS[args.set]
+    wide = args.wide or args.set == "heldout"
     if args.only:
         wanted = {n.strip() for n in args.only.split(",")}
-        chosen = [p for p in PACKAGES if p.name in wanted]
+        chosen = [p for p in chosen if p.name in wanted]
     per_pkg: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
     per_shape: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
     unmutated: list[str] = []
@@ -447,7 +509,7 @@ def main(argv: list[str] | None = None) -> int:
             text = (root / rel).read_text(encoding="utf-8", errors="replace")
             if ".to(" not in text and ".cuda(" not in text:
                 continue
-            mutants = mutants_of(pkg.name, rel, text)
+            mutants = mutants_of(pkg.name, rel, text, wide or pkg in HELDOUT)
             if args.budget:
                 mutants = mutants[: max(0, args.budget - taken)]
             if not mutants:
@@ -465,6 +527,8 @@ def main(argv: list[str] | None = None) -> int:
                     missed.append(m)
             if args.budget and taken >= args.budget:
                 break
+    if args.set != "default" or args.wide:
+        print(f"set: {args.set}" + (" (wide shapes)" if wide else ""))
     print(report(per_pkg, per_shape, unmutated))
     for m in missed[: args.missed]:
         print(f"  missed [{m.shape}] {m.package}/{m.path}:{m.line}: {m.before}")

@@ -91,3 +91,56 @@ def test_small_budget_run_over_the_cached_packages(capsys):
     assert seeded.main(["--offline", "--only", names, "--budget", "3"]) == 0
     out = capsys.readouterr().out
     assert "| package | mutants | caught | DEV111 recall |" in out and "DEV111 findings on the unmutated files: 0" in out
+
+
+WIDE = '''import torch
+
+
+class Engine:
+    def forward_backward(self, data):
+        imgs, pids = self.parse_data_for_train(data)
+        if self.use_gpu:
+            imgs = imgs.cuda()
+            pids = pids.cuda()
+        outputs = self.model(imgs)
+        return self.criterion(outputs, pids)
+
+
+def fit(model, loader, device):
+    model.to(device)
+    for x, y in loader:
+        x = x.to(device).float() / 255
+        y = y.to(device)
+        loss = crit(model(x), y)
+
+
+def encode(model, data, loader, device):
+    model.to(device)
+    for d in loader:
+        d = d.to(device)
+        model(d)
+    for d in data:
+        d = data[d].to(device)
+        model(d)
+'''
+
+
+def test_wide_shapes_only_where_asked():
+    narrow = {(m.line, m.shape) for m in seeded.mutants_of("pkg", "wide.py", WIDE)}
+    wide = {(m.line, m.shape) for m in seeded.mutants_of("pkg", "wide.py", WIDE, wide=True)}
+    assert (8, ".cuda()") in wide and (9, ".cuda()") in wide  # items a helper unpacked from the batch
+    assert (17, "chained") in wide  # x.to(d).float() / 255 -> x.float() / 255
+    assert not {(8, ".cuda()"), (9, ".cuda()"), (17, "chained")} & narrow
+    text = next(m.text for m in seeded.mutants_of("pkg", "wide.py", WIDE, wide=True) if m.line == 17)
+    assert text.splitlines()[16].strip() == "x = x.float() / 255"
+
+
+def test_a_whole_batch_move_is_no_site_from_any_region():
+    lines = {m.line for m in seeded.mutants_of("pkg", "wide.py", WIDE, wide=True)}
+    assert 25 not in lines  # for d in loader: d = d.to(device), even seen from encode's data parameter
+    assert 28 in lines  # an item picked out of data is one
+
+
+def test_heldout_packages_are_kept_apart():
+    assert not {p.name for p in seeded.HELDOUT} & {p.name for p in seeded.PACKAGES}
+    assert seeded.SETS["default"] is seeded.PACKAGES and seeded.SETS["heldout"] is seeded.HELDOUT
