@@ -54,6 +54,7 @@ from .compare import rel_l2
 from .devices import unavailable
 from .names import first_line, module_of
 from .report import Finding, Report, Run
+from .sharding import batch_size, leaves, shard_batch, truncate
 from .step import Parameters, TrainingStep, map_tensors, scalar_loss
 
 __all__ = ["check_distributed", "for_check_step", "batch_size", "shard_batch", "DEFAULT_TIMEOUT", "GRAD_RTOL",
@@ -120,61 +121,6 @@ _COMM_ERROR = re.compile(r"Connection closed by peer|Connection reset|Broken pip
 _DEVICE_ERROR = re.compile(r"same device|on the expected device|device mismatch|different devices|"
                            r"invalid device ordinal")
 _BN_TYPES = (nn.modules.batchnorm._BatchNorm,)
-
-
-# --------------------------------------------------------------------------- batches
-
-
-def _leaves(obj, path="batch"):
-    """Yield ``(path, tensor)`` for every tensor in a nesting of tuples, lists and dicts."""
-    if isinstance(obj, torch.Tensor):
-        yield path, obj
-    elif isinstance(obj, (tuple, list)):
-        for i, v in enumerate(obj):
-            yield from _leaves(v, f"{path}[{i}]")
-    elif isinstance(obj, dict) or hasattr(obj, "items"):
-        for k, v in obj.items():
-            yield from _leaves(v, f"{path}[{k!r}]")
-
-
-def batch_size(batch: Any) -> int | None:
-    """The batch size: dim 0 of the first tensor with at least one dimension, in the order of
-    :func:`devlint.runtime.step.map_tensors` (tuples and lists in order, dicts by key order).
-
-    Returns ``None`` when the batch holds no such tensor.
-    """
-    for _, t in _leaves(batch):
-        if t.dim() >= 1:
-            return int(t.shape[0])
-    return None
-
-
-def shard_batch(batch: Any, rank: int, world_size: int, size: int | None = None) -> Any:
-    """Rank ``rank``'s shard of ``batch``: samples ``[rank * n, (rank + 1) * n)``, ``n = size //
-    world_size``, of every tensor whose dim 0 equals the batch size ``size`` (default
-    :func:`batch_size`); 0-dim tensors, tensors of another length and non-tensor leaves go
-    whole to every rank. Contiguous blocks, as ``torch.chunk`` splits; devlint checks only
-    ``world_size * n`` samples, so every rank gets the same number (DDP averages gradients
-    over ranks with equal weights, which equals the full-batch mean only for equal shards).
-
-    Raises:
-        ValueError: no tensor with a batch dimension, or fewer samples than ranks.
-    """
-    size = batch_size(batch) if size is None else size
-    if size is None:
-        raise ValueError("the batch holds no tensor with a batch dimension to split over ranks")
-    n = size // world_size
-    if n == 0:
-        raise ValueError(f"the batch has {size} sample(s); world size {world_size} needs at least "
-                         f"{world_size}")
-    lo, hi = rank * n, (rank + 1) * n
-    return map_tensors(lambda t: t[lo:hi] if t.dim() >= 1 and t.shape[0] == size else t, batch)
-
-
-def _truncate(batch, size: int, keep: int):
-    if keep == size:
-        return batch
-    return map_tensors(lambda t: t[:keep] if t.dim() >= 1 and t.shape[0] == size else t, batch)
 
 
 # --------------------------------------------------------------------------- the step source
@@ -431,7 +377,7 @@ def rank_work(rank: int, job: _Job, device: torch.device, mark, out: dict) -> No
         _gloo_sync_batchnorm(model)
     out["as_built"] = _state(model)
     pristine = copy.deepcopy(model) if job.fsdp else None
-    full = _truncate(step.batch if job.batch is None else job.batch, job.size, job.keep)
+    full = truncate(step.batch if job.batch is None else job.batch, job.size, job.keep)
     batch = map_tensors(lambda t: t.to(device), shard_batch(full, rank, job.world_size, job.keep))
     mark("wrapping the model in DDP")
     ids = [device.index] if device.type == "cuda" else None
@@ -995,7 +941,7 @@ def check_distributed(step, world_size: int = 2, *, devices=None, timeout: float
     if keep != size:
         report.notes.append(f"distributed: the batch of {size} samples does not split evenly over "
                             f"{world_size} ranks; checked on the first {keep}")
-    replicated = [p for p, t in _leaves(local.batch) if t.dim() == 0 or t.shape[0] != size]
+    replicated = [p for p, t in leaves(local.batch) if t.dim() == 0 or t.shape[0] != size]
     if replicated:
         report.notes.append("distributed: given whole to every rank (no batch dimension of "
                             f"{size}): {', '.join(replicated[:_MAX_NAMED])}")
@@ -1030,7 +976,7 @@ def check_distributed(step, world_size: int = 2, *, devices=None, timeout: float
 def _check_device(report, source, local, device, ws, seed, timeout, size, keep, fsdp, ddp_options,
                   user_finds_unused, method) -> None:
     model = local.model
-    full_batch = _truncate(local.batch, size, keep)
+    full_batch = truncate(local.batch, size, keep)
     shards = [shard_batch(full_batch, r, ws, keep) for r in range(ws)]
     try:
         full = _one_process(local, full_batch, seed, device, bn=True)
@@ -1489,7 +1435,7 @@ def _label_split(batch, size: int, ws: int, seed: int) -> str | None:
     that unevenly less often than :data:`LABEL_P`: ``"rank 0: classes 0, 1; rank 1: ..."``;
     None otherwise, or when the batch holds no labels (a 1-D integer tensor of ``size``
     elements with 2 to ``size // 2`` distinct values)."""
-    labels = next((t for _, t in _leaves(batch) if t.dim() == 1 and t.shape[0] == size
+    labels = next((t for _, t in leaves(batch) if t.dim() == 1 and t.shape[0] == size
                    and not t.is_floating_point() and t.dtype != torch.bool), None)
     if labels is None:
         return None
