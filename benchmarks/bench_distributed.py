@@ -34,7 +34,8 @@ sys.path.insert(0, str(ROOT))
 
 
 def _errors(model, make, batch, world_size):
-    from devlint.runtime.distributed import _rel_errors, shard_batch
+    from devlint.runtime.dist_compare import rel_errors as _rel_errors
+    from devlint.runtime.sharding import shard_batch
 
     def grads(b):
         m = copy.deepcopy(model)

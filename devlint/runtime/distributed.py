@@ -50,7 +50,7 @@ from typing import Any
 import torch
 import torch.nn as nn
 
-from .compare import rel_l2
+from .dist_compare import GRAD_RTOL, MAX_NAMED, SAME_RTOL, bn_zscores, listed, model_error, rel_errors, updates, worst
 from .devices import unavailable
 from .names import first_line, module_of
 from .report import Finding, Report, Run
@@ -67,18 +67,6 @@ DEFAULT_TIMEOUT = 60.0
 #: Seconds allowed, on top of ``timeout``, for starting the processes, joining the process
 #: group and building the step (a spawned rank imports torch: seconds on a slow machine).
 STARTUP_TIMEOUT = 120.0
-#: Scale-free relative tolerance between two float32 gradients (or updates) of the same
-#: samples computed in a different summation order: DDP against the shard emulation, and the
-#: shard emulation against the full batch. Source: the error of the average of per-shard
-#: gradients against the full-batch gradient, float32 on the CPU, measured by
-#: ``benchmarks/bench_distributed.py`` on an MLP, a CNN, a 2-layer Transformer encoder and an
-#: LSTM with batches of 4 to 64 split in 2 or 4: at most 1.7e-6. 1e-4 leaves ~60x headroom;
-#: the bugs looked for move gradients by 1e-2 and more (a summed loss by 0.5 at 2 ranks).
-GRAD_RTOL = 1e-4
-#: Relative tolerance between the parameters of two ranks after the step. DDP's all-reduce
-#: gives every rank the same bits, so they are equal in practice; 1e-6 is a few float32 ulps
-#: (eps 1.2e-7) of the parameter's norm.
-SAME_RTOL = 1e-6
 #: A BatchNorm's per-rank statistics "differ from the full batch" when the per-rank channel
 #: means are off by more than this many standard errors of random sharding, RMS over channels
 #: and ranks (under a random split each is about N(0, 1), so an RMS of 3 is a 3-sigma event).
@@ -106,7 +94,6 @@ ERROR_GRACE = 0.5
 #: The process group's own timeout is longer than devlint's, so that devlint sees a hang
 #: (and can say where each rank waits) before gloo/NCCL turns it into an error.
 _PG_MARGIN = 30.0
-_MAX_NAMED = 5
 
 _PHASES = ["not started", "starting", "joining the process group", "building the step",
            "wrapping the model in DDP", "forward (loss_fn)", "backward", "optimizer step",
@@ -726,74 +713,6 @@ def _step_once(step: TrainingStep, model: nn.Module, inner: nn.Module, batch, se
     return float(loss.detach().float()), grads
 
 
-# --------------------------------------------------------------------------- comparing
-
-
-def _global_norm(ts: dict) -> tuple[float, int]:
-    vals = [t.double() for t in ts.values() if t is not None]
-    return math.sqrt(sum(float((v * v).sum()) for v in vals)), sum(v.numel() for v in vals)
-
-
-def _rel_errors(x: dict, ref: dict) -> dict[str, float]:
-    """Scale-free relative L2 error per tensor: ``||x - ref|| / max(||ref||, G * sqrt(n / N))``,
-    ``G`` the global norm of ``ref`` over all tensors, ``N`` their total size; so a tensor whose
-    reference is ~0 (a bias before BatchNorm) is judged against the model's scale, not its own."""
-    total, count = _global_norm(ref)
-    out = {}
-    for name, r in ref.items():
-        v = x.get(name)
-        if r is None or v is None:
-            continue
-        r, v = r.double(), v.double()
-        if not bool(torch.isfinite(v).all()):
-            out[name] = math.inf
-            continue
-        diff = float(torch.linalg.vector_norm(v - r))
-        scale = max(float(torch.linalg.vector_norm(r)), total * math.sqrt(r.numel() / max(count, 1)))
-        out[name] = rel_l2(diff, scale)
-    return out
-
-
-def _updates(one_or_after: dict, before: dict) -> dict:
-    return {n: a - before[n] for n, a in one_or_after.items() if a is not None and n in before}
-
-
-def _worst(errs: dict[str, float], tol: float) -> list[tuple[str, float]]:
-    return sorted(((n, e) for n, e in errs.items() if not e <= tol), key=lambda x: -x[1])
-
-
-def _names(bad: list[tuple[str, float]]) -> str:
-    shown = ", ".join(n for n, _ in bad[:_MAX_NAMED])
-    return shown + (f" and {len(bad) - _MAX_NAMED} more" if len(bad) > _MAX_NAMED else "")
-
-
-def _bn_zscores(calls: list, ws: int) -> list[tuple[str, str, float, int]]:
-    """Per BatchNorm call: (module, type, RMS z over channels and ranks, samples per rank).
-
-    ``z = (mean_rank - mean_all) / sqrt(s^2 / n_r * (1 - n_r / N))`` per channel: the standard
-    error of a random sample of ``n_r`` of the ``N`` per-sample channel means (without
-    replacement, ``s^2`` their variance). Calls whose batch does not split into ``ws`` equal
-    blocks are left out."""
-    out = []
-    for name, kind, x in calls:
-        n_all = x.shape[0]
-        if n_all % ws or n_all // ws < 1 or n_all < 2:
-            continue
-        n_r = n_all // ws
-        x = x.double()
-        mean = x.mean(0)
-        var = x.var(0, unbiased=True)
-        se = (var / n_r * (1 - n_r / n_all)).sqrt()
-        zs = []
-        for r in range(ws):
-            d = x[r * n_r:(r + 1) * n_r].mean(0) - mean
-            ok = se > 1e-12 * (mean.abs() + 1)
-            zs.append(torch.where(ok, d / torch.where(ok, se, torch.ones_like(se)), torch.zeros_like(d)))
-        z = torch.stack(zs)
-        out.append((name, kind, float(z.pow(2).mean().sqrt()), n_r))
-    return out
-
-
 # --------------------------------------------------------------------------- the check
 
 
@@ -944,7 +863,7 @@ def check_distributed(step, world_size: int = 2, *, devices=None, timeout: float
     replicated = [p for p, t in leaves(local.batch) if t.dim() == 0 or t.shape[0] != size]
     if replicated:
         report.notes.append("distributed: given whole to every rank (no batch dimension of "
-                            f"{size}): {', '.join(replicated[:_MAX_NAMED])}")
+                            f"{size}): {', '.join(replicated[:MAX_NAMED])}")
     ddp_options = dict(ddp_options or {})
     user_finds_unused = bool(ddp_options.pop("find_unused_parameters", False))
     if joined is not None:
@@ -1091,13 +1010,6 @@ def _averaged(per_shard: list, names, ws: int) -> dict:
     return out
 
 
-def _model_error(x: dict, ref: dict) -> float:
-    """``||x - ref|| / ||ref||`` over every tensor both hold, concatenated (unitless)."""
-    names = [n for n, r in ref.items() if r is not None and x.get(n) is not None]
-    diff = math.sqrt(sum(float((x[n].double() - ref[n].double()).pow(2).sum()) for n in names))
-    return rel_l2(diff, math.sqrt(sum(float(ref[n].double().pow(2).sum()) for n in names)))
-
-
 def _unused_finding(report, findings, unused, user_finds_unused, model, device, ws, label) -> None:
     by_rank = sorted({r for rs in unused.values() for r in rs})
     names = sorted(unused)
@@ -1105,7 +1017,7 @@ def _unused_finding(report, findings, unused, user_finds_unused, model, device, 
     everywhere = all(len(rs) == ws for rs in unused.values())
     what = (f"{len(names)} parameter(s) get no gradient on "
             f"{'every rank' if everywhere else 'rank(s) ' + ', '.join(map(str, by_rank))}: "
-            f"{_names([(n, 0) for n in names])} (module {', '.join(mods[:3])})")
+            f"{listed([(n, 0) for n in names])} (module {', '.join(mods[:3])})")
     if user_finds_unused:
         report.notes.append(f"distributed {device}: {what}; find_unused_parameters=True handles them")
         return
@@ -1204,12 +1116,12 @@ def _check_as_built(findings, results, source, model, device, label) -> None:
         return
     base = results[0]["as_built"]
     for r in range(1, len(results)):
-        errs = _rel_errors(results[r]["as_built"], base)
-        bad = _worst(errs, SAME_RTOL)
+        errs = rel_errors(results[r]["as_built"], base)
+        bad = worst(errs, SAME_RTOL)
         if bad:
             findings.append(Finding(
                 "rank-divergence",
-                f"rank {r} builds different initial weights from rank 0: {_names(bad)} (relative "
+                f"rank {r} builds different initial weights from rank 0: {listed(bad)} (relative "
                 f"difference {bad[0][1]:.2g}); DDP copies rank 0's parameters and buffers when it "
                 "wraps the model, but FSDP, a hand-written all-reduce and any tensor that is not "
                 "a parameter or buffer keep each rank's own",
@@ -1226,7 +1138,7 @@ def _check_backend(findings, results, emul: _One, model, device, kind, ws, per_s
     ranks with findings."""
     bad_ranks: set[int] = set()
     label = f"{kind} x{ws}"
-    g_errs = [_worst(_rel_errors(res["grads"], emul.grads), GRAD_RTOL) if against_expected else []
+    g_errs = [worst(rel_errors(res["grads"], emul.grads), GRAD_RTOL) if against_expected else []
               for res in results]
     if any(g_errs):
         ranks = [r for r, b in enumerate(g_errs) if b]
@@ -1242,7 +1154,7 @@ def _check_backend(findings, results, emul: _One, model, device, kind, ws, per_s
         why = ("; " + ", ".join(culprits)) if culprits else "; every rank's loss matches one process"
         findings.append(Finding(
             "rank-divergence",
-            f"after {kind.upper()}'s gradient all-reduce, {_names(g_bad)} differ from the average of "
+            f"after {kind.upper()}'s gradient all-reduce, {listed(g_bad)} differ from the average of "
             f"the ranks' gradients computed in one process (relative error {g_bad[0][1]:.2g}, "
             f"tolerance {GRAD_RTOL:g}){why}: the step computes something else under "
             "torch.distributed (rank-dependent code, or state that is neither a parameter nor a "
@@ -1254,13 +1166,13 @@ def _check_backend(findings, results, emul: _One, model, device, kind, ws, per_s
     for r, res in enumerate(results):
         if g_errs[r] or not against_expected or emul.after is None:
             continue
-        u_bad = _worst(_rel_errors(_updates(res["after"], emul.before), _updates(emul.after, emul.before)),
+        u_bad = worst(rel_errors(updates(res["after"], emul.before), updates(emul.after, emul.before)),
                        GRAD_RTOL)
         if u_bad:
             bad_ranks.add(r)
             findings.append(Finding(
                 "rank-divergence",
-                f"rank {r}: the gradients match, but the optimizer step moves {_names(u_bad)} "
+                f"rank {r}: the gradients match, but the optimizer step moves {listed(u_bad)} "
                 f"differently from one optimizer step on the same averaged gradient (relative "
                 f"error {u_bad[0][1]:.2g})",
                 "build the optimizer alike on every rank (same lr and options, no rank in them)",
@@ -1268,12 +1180,12 @@ def _check_backend(findings, results, emul: _One, model, device, kind, ws, per_s
                 mode=f"{label} rank {r}/{ws}", details={"rank": r, "rel_err": u_bad[0][1]}))
     base = results[0]["after"]
     for r in range(1, len(results)):
-        bad = _worst(_rel_errors(results[r]["after"], base), SAME_RTOL)
+        bad = worst(rel_errors(results[r]["after"], base), SAME_RTOL)
         if bad:
             bad_ranks.update({0, r})
             findings.append(Finding(
                 "rank-divergence",
-                f"ranks diverge: after one step rank {r}'s {_names(bad)} differ from rank 0's "
+                f"ranks diverge: after one step rank {r}'s {listed(bad)} differ from rank 0's "
                 f"(relative difference {bad[0][1]:.2g}); every later step trains a different model "
                 "on each rank",
                 "give every rank the same initial weights, gradients and optimizer (see the other "
@@ -1292,13 +1204,13 @@ def _add_rows(report, results, full: _One, per_shard, device, kind, ws, bad_rank
     from .compare import DEFAULT_TOLERANCES, measure
 
     tol = DEFAULT_TOLERANCES["float32"]
-    ref_upd = _updates(full.after, full.before)
+    ref_upd = updates(full.after, full.before)
     for r, res in enumerate(results):
         loss_err = None  # with SyncBatchNorm one process on the shard alone is no reference
         if res.get("loss") is not None and per_shard[r].loss and not sync:
             loss_err = abs(res["loss"] - per_shard[r].loss) / abs(per_shard[r].loss)
         errs = measure(full.loss, full.grads, ref_upd, full.loss, res["grads"].items(),
-                       _updates(res["after"], full.before))
+                       updates(res["after"], full.before))
         upd = [p.update for p in errs.judged(tol).values() if not math.isnan(p.update)]
         how = None
         if r == 0:
@@ -1316,10 +1228,10 @@ def _check_invariance(report, findings, full: _One, again: _One, emul: _One, mod
     """The shard emulation against the full batch: explain a difference by the world size
     (a scale), BatchNorm statistics, or report the step as not shard-invariant. True when a
     finding was added."""
-    errs = _rel_errors(emul.grads, full.grads)
-    noise = max(_rel_errors(again.grads, full.grads).values(), default=0.0)
+    errs = rel_errors(emul.grads, full.grads)
+    noise = max(rel_errors(again.grads, full.grads).values(), default=0.0)
     tol = max(GRAD_RTOL, 3 * noise)
-    bad = _worst(errs, tol)
+    bad = worst(errs, tol)
     stochastic = noise > GRAD_RTOL
     if stochastic:
         report.notes.append(f"distributed {device}: the step is random (two seeds give gradients "
@@ -1352,7 +1264,7 @@ def _check_invariance(report, findings, full: _One, again: _One, emul: _One, mod
             fix, module="loss_fn", name=bad[0][0], device=device, mode=label,
             details={"scale": c, "world_size": ws}))
         return True
-    zs = _bn_zscores(full.bn, ws)
+    zs = bn_zscores(full.bn, ws)
     flagged: dict[str, tuple] = {}
     for name, kind, z, n_r in zs:
         if z > BN_Z and (name not in flagged or z > flagged[name][1]):
@@ -1386,7 +1298,7 @@ def _check_invariance(report, findings, full: _One, again: _One, emul: _One, mod
     findings.append(Finding(
         "not-shard-invariant",
         f"the average of the ranks' gradients differs from one process on the whole batch: "
-        f"{_names(bad)} (relative error {bad[0][1]:.2g}, tolerance {tol:.2g}): the loss or the model "
+        f"{listed(bad)} (relative error {bad[0][1]:.2g}, tolerance {tol:.2g}): the loss or the model "
         "couples the samples of a batch (a per-batch normalisation or statistic), so training "
         "changes with the world size",
         "compute the loss per sample and average it; normalise by global counts (all_reduce them) "
@@ -1401,14 +1313,14 @@ def _sorted_batch(findings, zs, full: _One, emul: _One, reordered, batch, size: 
     """Plain BatchNorm under DDP whose gradients this batch's order moves far beyond what
     random orders of the same samples do (:data:`BN_ORDER_RATIO`): a ``batchnorm-statistics``
     finding; True when added."""
-    err = _model_error(emul.grads, full.grads)
+    err = model_error(emul.grads, full.grads)
     if not err > BN_MIN_ERR:
         return False
     split = _label_split(batch, size, ws, seed)
     rand = None
     if split is None:
         gen = torch.Generator().manual_seed(seed)
-        rand = max(_model_error(reordered(torch.randperm(size, generator=gen)), full.grads)
+        rand = max(model_error(reordered(torch.randperm(size, generator=gen)), full.grads)
                    for _ in range(BN_ORDERS))
         if not err > BN_ORDER_RATIO * rand:
             return False
