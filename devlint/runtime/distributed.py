@@ -16,41 +16,32 @@ Findings name the parameter, module and rank: ``unused-parameter``, ``rank-diver
 ``batchnorm-statistics``, ``world-size-scale``, ``not-shard-invariant``, ``deadlock``,
 ``step-error`` and ``device-placement``.
 
-Processes are always cleaned up: each rank runs in its own process group (POSIX) and dies
-with its parent (Linux ``PR_SET_PDEATHSIG``); on any error or timeout devlint dumps the
-stacks of the ranks still running (``faulthandler``), then sends SIGTERM, then SIGKILL to
-the rank and everything it started. The rendezvous is a ``FileStore`` in a fresh temporary
-folder, so no fixed port is ever used (gloo's own connections take ports the OS assigns).
+This module orchestrates; the parts live by concern: :mod:`.sharding` (splitting the batch),
+:mod:`.ddp_rank` (what a rank computes), :mod:`.rank_processes` (starting, watching and
+stopping the ranks; they are always cleaned up), :mod:`.dist_compare` (the arithmetic).
 """
 
 from __future__ import annotations
 
 import copy
-import dataclasses
-import datetime
-import faulthandler
 import math
 import multiprocessing as mp
-import os
 import pickle
 import re
 import shutil
-import signal
-import sys
 import tempfile
-import time
-import traceback
 import warnings
 from dataclasses import dataclass, field
-from multiprocessing.connection import wait as _wait_for
 
 import torch
 import torch.nn as nn
 
-from .ddp_rank import Job, Source, params_of, rank_work, step_once
+from .ddp_rank import Job, Source, params_of, step_once
 from .dist_compare import GRAD_RTOL, MAX_NAMED, SAME_RTOL, bn_zscores, listed, model_error, rel_errors, updates, worst
 from .devices import unavailable
 from .names import first_line, module_of
+from .rank_processes import (DEFAULT_TIMEOUT, DONE, PHASES, STARTUP_TIMEOUT, Launch, joined_launch, launch_ranks,
+                             user_frame)
 from .report import Finding, Report, Run
 from .sharding import batch_size, leaves, shard_batch, truncate
 from .step import Parameters, TrainingStep, map_tensors
@@ -59,12 +50,6 @@ __all__ = ["check_distributed", "for_check_step", "batch_size", "shard_batch", "
            "SAME_RTOL", "BN_Z", "BN_ORDERS", "BN_ORDER_RATIO", "BN_MIN_ERR", "LABEL_P", "LABEL_SPLITS",
            "STARTUP_TIMEOUT"]
 
-#: Seconds one rank may take for its step (forward, backward, optimizer step, the FSDP run)
-#: once every rank has joined the process group and built the step.
-DEFAULT_TIMEOUT = 60.0
-#: Seconds allowed, on top of ``timeout``, for starting the processes, joining the process
-#: group and building the step (a spawned rank imports torch: seconds on a slow machine).
-STARTUP_TIMEOUT = 120.0
 #: A BatchNorm's per-rank statistics "differ from the full batch" when the per-rank channel
 #: means are off by more than this many standard errors of random sharding, RMS over channels
 #: and ranks (under a random split each is about N(0, 1), so an RMS of 3 is a 3-sigma event).
@@ -87,299 +72,13 @@ BN_MIN_ERR = 0.1
 #: class-sorted batch of 16 in 2 classes is split as it is by 2 in 12870 random splits (1.6e-4).
 LABEL_P = 5e-4
 LABEL_SPLITS = 8000
-#: After the first rank fails, seconds to wait for the others' errors before stopping them.
-ERROR_GRACE = 0.5
-#: The process group's own timeout is longer than devlint's, so that devlint sees a hang
-#: (and can say where each rank waits) before gloo/NCCL turns it into an error.
-_PG_MARGIN = 30.0
 
-_PHASES = ["not started", "starting", "joining the process group", "building the step",
-           "wrapping the model in DDP", "forward (loss_fn)", "backward", "optimizer step",
-           "FSDP forward (loss_fn)", "FSDP backward", "FSDP optimizer step", "saving results",
-           "done"]
-_P = {name: i for i, name in enumerate(_PHASES)}
-_STEP = _P["forward (loss_fn)"]
-_DONE = _P["done"]
 _COMM_ERROR = re.compile(r"Connection closed by peer|Connection reset|Broken pipe|Timed out|timed out|"
                          r"NCCL communicator was aborted|ProcessGroup.*abort|Socket Timeout|"
                          r"Read error|Write error", re.I)
 _DEVICE_ERROR = re.compile(r"same device|on the expected device|device mismatch|different devices|"
                            r"invalid device ordinal")
 _BN_TYPES = (nn.modules.batchnorm._BatchNorm,)
-
-
-def _child_setup(rank: int, job: Job) -> None:
-    os.environ.update(RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(job.world_size),
-                      LOCAL_WORLD_SIZE=str(job.world_size))
-    if sys.platform.startswith("linux") and "GLOO_SOCKET_IFNAME" not in os.environ \
-            and os.path.exists("/sys/class/net/lo"):
-        os.environ["GLOO_SOCKET_IFNAME"] = "lo"  # every rank is on this machine
-    if hasattr(os, "setpgid"):
-        try:
-            os.setpgid(0, 0)  # so devlint can stop the rank and anything it starts
-        except OSError:
-            pass
-    if sys.platform.startswith("linux"):
-        try:
-            import ctypes
-
-            ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG: die with devlint
-        except Exception:  # noqa: BLE001 - best effort
-            pass
-    try:
-        os.dup2(2, 1)  # the user's prints go to stderr, never into devlint's report
-    except OSError:
-        pass
-    torch.set_num_threads(max(1, (os.cpu_count() or 1) // job.world_size))
-    stacks = open(os.path.join(job.folder, f"stack{rank}.txt"), "w")  # noqa: SIM115 - kept open
-    if hasattr(signal, "SIGUSR1"):
-        faulthandler.register(signal.SIGUSR1, file=stacks, all_threads=True)
-    else:  # pragma: no cover - Windows: dump once shortly before devlint gives up
-        faulthandler.dump_traceback_later(job.timeout + STARTUP_TIMEOUT - 1, file=stacks)
-
-
-def _save(out: dict, folder: str, rank: int) -> None:
-    path = os.path.join(folder, f"rank{rank}.pt")
-    torch.save(out, path + ".tmp")
-    os.replace(path + ".tmp", path)
-
-
-def _worker(rank: int, job: Job, phases, release) -> None:
-    """One rank: join the group, build the step, run it under DDP (then FSDP), save results."""
-    out: dict = {"rank": rank, "error": None}
-    code = 0
-    phase = _P["starting"]
-    try:
-        phases[rank] = phase
-        _child_setup(rank, job)
-        import torch.distributed as dist
-
-        phases[rank] = phase = _P["joining the process group"]
-        device = torch.device("cuda", rank) if job.device == "cuda" else torch.device("cpu")
-        if device.type == "cuda":
-            torch.cuda.set_device(device)
-        dist.init_process_group(job.backend, init_method="file://" + os.path.join(job.folder, "store"),
-                                rank=rank, world_size=job.world_size,
-                                timeout=datetime.timedelta(seconds=job.timeout + _PG_MARGIN))
-
-        def mark(name, prefix=""):
-            nonlocal phase
-            phases[rank] = phase = _P[prefix + name]
-
-        rank_work(rank, job, device, mark, out)
-        phases[rank] = phase = _P["saving results"]
-        _save(out, job.folder, rank)
-        phases[rank] = _DONE
-    except BaseException as exc:  # noqa: BLE001 - every failure of a rank is reported
-        code = 1
-        out.update(error=first_line(exc), phase=_PHASES[phase], where=_user_frame(exc.__traceback__),
-                   traceback="".join(traceback.format_exception(exc)[-12:]))
-        for k in ("grads", "after", "fsdp"):
-            out.pop(k, None)
-        try:
-            _save(out, job.folder, rank)
-        finally:
-            phases[rank] = -phase
-    finally:
-        # Stay alive until devlint has seen every rank: a rank that exits early turns the
-        # others' hang into a "connection closed" error and hides where they wait.
-        release.wait(job.timeout + STARTUP_TIMEOUT)
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(code)
-
-
-_OURS = (os.path.dirname(os.path.abspath(__file__)), os.path.dirname(os.path.abspath(torch.__file__)),
-         os.path.dirname(os.path.abspath(os.__file__)))
-
-
-def _user_frame(tb) -> str | None:
-    """``file.py:LINE in FUNC`` of the innermost traceback frame outside torch, devlint's
-    runtime and the standard library."""
-    where = None
-    for frame in traceback.extract_tb(tb):
-        path = os.path.abspath(frame.filename)
-        if not path.startswith(_OURS):
-            where = f"{os.path.basename(path)}:{frame.lineno} in {frame.name}"
-    return where
-
-
-_STACK_LINE = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+) in (?P<func>\S+)')
-
-
-def _stack_summary(text: str) -> str | None:
-    """Where a rank waits, from a faulthandler dump: the innermost torch call and user frame."""
-    blocks = re.split(r"^(?:Current thread|Thread) 0x[0-9a-f]+", text, flags=re.M)
-    block = next((b for b in blocks if "in _worker" in b), text)
-    frames = _STACK_LINE.findall(block)  # most recent call first
-    # a forked rank's stack continues into devlint's launcher in the parent: stop at _worker
-    frames = frames[:next((i for i, f in enumerate(frames) if f[2] == "_worker"), len(frames))]
-    if not frames:
-        return None
-    user = next((f for f in frames if not os.path.abspath(f[0]).startswith(_OURS)), None)
-    torch_dir = os.path.dirname(os.path.abspath(torch.__file__))
-    api = next((f for f in frames if os.path.abspath(f[0]).startswith(torch_dir)), None)
-    parts = []
-    if api:
-        rel = os.path.relpath(os.path.abspath(api[0]), os.path.dirname(torch_dir))
-        parts.append(f"in {rel[:-3].replace(os.sep, '.')}.{api[2]}")
-    if user:
-        parts.append(f"called from {os.path.basename(user[0])}:{user[1]} in {user[2]}")
-    return " ".join(parts) or None
-
-
-# --------------------------------------------------------------------------- launching
-
-
-@dataclass
-class _Launch:
-    results: list  # per rank: the saved dict, or None
-    phases: list  # per rank: the last phase index (negative: it failed there)
-    exitcodes: list
-    timed_out: bool = False
-    stacks: dict = field(default_factory=dict)  # rank -> where it waited
-    pids: list = field(default_factory=list)
-    seconds: float = 0.0
-
-
-def _signal_group(p, sig) -> None:
-    """Send ``sig`` to rank ``p`` and the processes it started (its process group)."""
-    if hasattr(os, "killpg"):
-        try:
-            os.killpg(p.pid, sig)
-            return
-        except (ProcessLookupError, PermissionError):
-            pass
-    try:
-        os.kill(p.pid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
-def _stop(procs) -> None:
-    """SIGTERM, then SIGKILL, to each rank's process group; reap every rank. Called before
-    any rank is reaped, so each group id still names that rank's group."""
-    for p in procs:
-        _signal_group(p, signal.SIGTERM)
-    for p in procs:
-        p.join(2.0)
-        if p.exitcode is None:
-            _signal_group(p, getattr(signal, "SIGKILL", signal.SIGTERM))
-            p.join(5.0)
-
-
-def _launch(job: Job, start_method: str) -> _Launch:
-    if start_method != "fork":
-        job = dataclasses.replace(job, source=None, batch=None,
-                                  payload=pickle.dumps((job.source, job.batch)))
-    ctx = mp.get_context(start_method)
-    ws = job.world_size
-    phases = ctx.Array("i", ws, lock=False)
-    release = ctx.Event()
-    procs: list = []
-    t0 = time.monotonic()
-    ph = [0] * ws
-    timed_out = False
-    stacks: dict = {}
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", DeprecationWarning)  # fork with threads (3.12+)
-            for rank in range(ws):
-                p = ctx.Process(target=_worker, args=(rank, job, phases, release),
-                                name=f"devlint-rank-{rank}", daemon=True)
-                p.start()
-                procs.append(p)
-                if hasattr(os, "setpgid"):
-                    try:  # the rank does the same; whichever runs first wins the race
-                        os.setpgid(p.pid, p.pid)
-                    except OSError:
-                        pass
-        step_start = failed_at = None
-        while True:
-            now = time.monotonic()
-            ph = list(phases)
-            if all(v == _DONE for v in ph):
-                break
-            ended = set(_wait_for([p.sentinel for p in procs], timeout=0))  # ends, does not reap
-            dead = [i for i, p in enumerate(procs) if p.sentinel in ended and ph[i] != _DONE]
-            if any(v < 0 for v in ph) or dead:
-                failed_at = failed_at or now
-                if now - failed_at >= ERROR_GRACE or all(v < 0 or v == _DONE for v in ph):
-                    break
-            if step_start is None and all(abs(v) >= _STEP for v in ph):
-                step_start = now
-            deadline = step_start + job.timeout if step_start else t0 + STARTUP_TIMEOUT + job.timeout
-            if now >= deadline:
-                timed_out = True
-                break
-            _wait_for([p.sentinel for p in procs if p.sentinel not in ended],
-                      timeout=min(0.05, deadline - now))
-        ph = list(phases)
-        ended = set(_wait_for([p.sentinel for p in procs], timeout=0))
-        running = [i for i, p in enumerate(procs)
-                   if p.sentinel not in ended and ph[i] != _DONE and ph[i] >= 0]
-        if running and hasattr(signal, "SIGUSR1"):
-            for i in running:  # ask the ranks still at work where they are
-                try:
-                    os.kill(procs[i].pid, signal.SIGUSR1)
-                except ProcessLookupError:
-                    pass
-            time.sleep(0.3)
-            for i in running:
-                try:
-                    with open(os.path.join(job.folder, f"stack{i}.txt")) as f:
-                        stacks[i] = _stack_summary(f.read())
-                except OSError:
-                    pass
-        release.set()
-        if not running:  # let finished ranks exit on their own before stopping stragglers
-            until = time.monotonic() + 5.0
-            while len(_wait_for([p.sentinel for p in procs], timeout=0)) < len(procs) \
-                    and time.monotonic() < until:
-                time.sleep(0.01)
-    finally:
-        release.set()
-        _stop(procs)
-    results = []
-    for rank in range(ws):
-        try:
-            results.append(torch.load(os.path.join(job.folder, f"rank{rank}.pt"), weights_only=True))
-        except Exception:  # noqa: BLE001 - a rank that died before saving
-            results.append(None)
-    return _Launch(results, ph, [p.exitcode for p in procs], timed_out, stacks,
-                   [p.pid for p in procs], time.monotonic() - t0)
-
-
-def _joined_launch(job: Job) -> _Launch | None:
-    """This process as one rank of a job torchrun started (:mod:`devlint.runtime.torchrun`):
-    run its part (:func:`rank_work`) in the process group already joined, then gather every
-    rank's results on rank 0. Returns the launch on rank 0, None on the other ranks. A rank
-    that hangs is stopped by the process group's own timeout (``torchrun.JOIN_TIMEOUT``)."""
-    import torch.distributed as dist
-
-    rank, ws = dist.get_rank(), dist.get_world_size()
-    t0 = time.monotonic()
-    out: dict = {"rank": rank, "error": None}
-    phase = [_P["building the step"]]
-
-    def mark(name, prefix=""):
-        phase[0] = _P[prefix + name]
-
-    device = torch.device("cuda", torch.cuda.current_device()) if job.device == "cuda" else torch.device("cpu")
-    try:
-        rank_work(rank, job, device, mark, out)
-        out["phase_index"] = _DONE
-    except Exception as exc:  # noqa: BLE001 - every failure of a rank is reported
-        out.update(error=first_line(exc), phase=_PHASES[phase[0]], where=_user_frame(exc.__traceback__),
-                   traceback="".join(traceback.format_exception(exc)[-12:]), phase_index=-phase[0])
-        for k in ("grads", "after", "fsdp"):
-            out.pop(k, None)
-    results = [None] * ws if rank == 0 else None
-    dist.gather_object(out, results, dst=0)
-    if rank != 0:
-        return None
-    phases = [r.pop("phase_index") if r else 0 for r in results]
-    return _Launch(results, phases, [0] * ws, False, {}, [], time.monotonic() - t0)
 
 
 # --------------------------------------------------------------------------- one process
@@ -632,7 +331,7 @@ def _check_device(report, source, local, device, ws, seed, timeout, size, keep, 
         report.findings.append(Finding(
             "step-error", f"the one-process step raised {first_line(exc)}, so nothing distributed "
             "can be compared", "make the step run in one process first", device=device,
-            mode=f"ddp x{ws}", details={"where": _user_frame(exc.__traceback__)}))
+            mode=f"ddp x{ws}", details={"where": user_frame(exc.__traceback__)}))
         return True
     # The shard emulation: DDP averages the per-rank gradients (a rank without a gradient
     # for a parameter contributes zeros), then every rank steps on that average.
@@ -662,7 +361,7 @@ def _check_device(report, source, local, device, ws, seed, timeout, size, keep, 
     if method == "torchrun":
         job = Job(source, ws, backend, device, seed, timeout, size, keep, fsdp and not fsdp_skip,
                    ddp_kwargs, "", batch=local.batch if source.per_rank else None)
-        launch = _joined_launch(job)
+        launch = joined_launch(job)
         if launch is None:
             return False
         report.notes.append(f"distributed {device}: joined the torchrun job as rank 0 of {ws} "
@@ -672,7 +371,7 @@ def _check_device(report, source, local, device, ws, seed, timeout, size, keep, 
         try:
             job = Job(source, ws, backend, device, seed, timeout, size, keep, fsdp and not fsdp_skip,
                        ddp_kwargs, folder, batch=local.batch if source.per_rank else None)
-            launch = _launch(job, method)
+            launch = launch_ranks(job, method)
         finally:
             shutil.rmtree(folder, ignore_errors=True)
         report.notes.append(f"distributed {device}: {ws} ranks ({backend}, {method}) took "
@@ -773,14 +472,14 @@ def _preimport(fsdp: bool) -> None:
             pass
 
 
-def _report_failures(report, findings, launch: _Launch, device, ws, timeout, label) -> bool:
+def _report_failures(report, findings, launch: Launch, device, ws, timeout, label) -> bool:
     """Rows and findings for ranks that failed or hung; True when every rank finished."""
-    if not launch.timed_out and all(v == _DONE for v in launch.phases):
+    if not launch.timed_out and all(v == DONE for v in launch.phases):
         return True
     res = launch.results
     errors = {r: res[r] for r in range(ws) if res[r] and res[r].get("error")}
     primary = {r: e for r, e in errors.items() if not _COMM_ERROR.search(e["error"])} or errors
-    hung = [r for r in range(ws) if launch.phases[r] >= 0 and launch.phases[r] != _DONE]
+    hung = [r for r in range(ws) if launch.phases[r] >= 0 and launch.phases[r] != DONE]
     for r in range(ws):
         ph = abs(launch.phases[r])
         if r in errors:
@@ -788,23 +487,23 @@ def _report_failures(report, findings, launch: _Launch, device, ws, timeout, lab
         elif r in hung:
             where = launch.stacks.get(r)
             status = "timeout" if launch.timed_out else "stopped"
-            err = f"still in {_PHASES[ph]}" + (f", {where}" if where else "")
-        elif launch.phases[r] == _DONE:
+            err = f"still in {PHASES[ph]}" + (f", {where}" if where else "")
+        elif launch.phases[r] == DONE:
             status, err = "stopped", "finished; the other ranks did not"
         else:
-            status, err = "error", f"exited with code {launch.exitcodes[r]} in {_PHASES[ph]}"
+            status, err = "error", f"exited with code {launch.exitcodes[r]} in {PHASES[ph]}"
         report.runs.append(Run(device, f"ddp rank {r}/{ws}", status,
                                loss=res[r].get("loss") if res[r] else None, error=err))
     if not (launch.timed_out and not primary):
         for r in hung:
             where = f", {launch.stacks[r]}" if launch.stacks.get(r) else ""
             report.notes.append(f"distributed {device}: rank {r} was stopped while in "
-                                f"{_PHASES[abs(launch.phases[r])]}{where}")
+                                f"{PHASES[abs(launch.phases[r])]}{where}")
     if launch.timed_out and not primary:
         waits = "; ".join(
-            f"rank {r} is still in {_PHASES[abs(launch.phases[r])]}"
+            f"rank {r} is still in {PHASES[abs(launch.phases[r])]}"
             + (f", {launch.stacks[r]}" if launch.stacks.get(r) else "") for r in hung)
-        done = [r for r in range(ws) if launch.phases[r] == _DONE]
+        done = [r for r in range(ws) if launch.phases[r] == DONE]
         if done:
             waits += f"; rank(s) {', '.join(map(str, done))} finished the step"
         findings.append(Finding(
@@ -828,10 +527,10 @@ def _report_failures(report, findings, launch: _Launch, device, ws, timeout, lab
                      "traceback": e.get("traceback")}))
     if not errors:
         for r in range(ws):
-            if res[r] is None and launch.phases[r] != _DONE and r not in hung:
+            if res[r] is None and launch.phases[r] != DONE and r not in hung:
                 findings.append(Finding(
                     "step-error", f"rank {r} of {ws} exited with code {launch.exitcodes[r]} in "
-                    f"{_PHASES[abs(launch.phases[r])]} without a Python error (killed, or os._exit)",
+                    f"{PHASES[abs(launch.phases[r])]} without a Python error (killed, or os._exit)",
                     "run the step under torchrun to see how the process ends",
                     device=device, mode=f"ddp rank {r}/{ws}", details={"rank": r}))
     return False
