@@ -23,7 +23,6 @@ stopping the ranks; they are always cleaned up), :mod:`.dist_compare` (the arith
 
 from __future__ import annotations
 
-import copy
 import math
 import multiprocessing as mp
 import pickle
@@ -31,20 +30,20 @@ import re
 import shutil
 import tempfile
 import warnings
-from dataclasses import dataclass, field
 
 import torch
 import torch.nn as nn
 
-from .ddp_rank import Job, Source, params_of, step_once
+from .ddp_rank import Job, Source
 from .dist_compare import GRAD_RTOL, MAX_NAMED, SAME_RTOL, bn_zscores, listed, model_error, rel_errors, updates, worst
 from .devices import unavailable
 from .names import first_line, module_of
 from .rank_processes import (DEFAULT_TIMEOUT, DONE, PHASES, STARTUP_TIMEOUT, Launch, joined_launch, launch_ranks,
                              user_frame)
 from .report import Finding, Report, Run
+from .shard_emulation import One, averaged, one_process
 from .sharding import batch_size, leaves, shard_batch, truncate
-from .step import Parameters, TrainingStep, map_tensors
+from .step import TrainingStep, map_tensors
 
 __all__ = ["check_distributed", "for_check_step", "batch_size", "shard_batch", "DEFAULT_TIMEOUT", "GRAD_RTOL",
            "SAME_RTOL", "BN_Z", "BN_ORDERS", "BN_ORDER_RATIO", "BN_MIN_ERR", "LABEL_P", "LABEL_SPLITS",
@@ -78,64 +77,6 @@ _COMM_ERROR = re.compile(r"Connection closed by peer|Connection reset|Broken pip
                          r"Read error|Write error", re.I)
 _DEVICE_ERROR = re.compile(r"same device|on the expected device|device mismatch|different devices|"
                            r"invalid device ordinal")
-_BN_TYPES = (nn.modules.batchnorm._BatchNorm,)
-
-
-# --------------------------------------------------------------------------- one process
-
-
-@dataclass
-class _One:
-    loss: float | None
-    grads: dict
-    before: dict
-    after: dict
-    bn: list = field(default_factory=list)  # (module name, type, per-sample channel means [N, C])
-
-
-def _bn_hooks(model: nn.Module, sink: list):
-    handles = []
-    for name, mod in model.named_modules():
-        if isinstance(mod, _BN_TYPES) and not isinstance(mod, nn.SyncBatchNorm):
-            def hook(m, args, name=name):
-                x = args[0]
-                if (m.training or m.running_mean is None) and x.dim() >= 2:
-                    per_sample = x.detach().float().flatten(2).mean(-1) if x.dim() > 2 else x.detach().float()
-                    sink.append((name, type(m).__name__, per_sample.cpu()))
-            handles.append(mod.register_forward_pre_hook(hook))
-    return handles
-
-
-def _one_process(step: TrainingStep, batch, seed: int, device: str, grads: dict | None = None,
-                 bn: bool = False, shard: bool = False) -> _One:
-    """The step in this process on a deep copy of the model: its own gradients, or (``grads``
-    given) the optimizer step on those gradients (``after`` is None for a ``step_fn``). A
-    ``shard`` run does not clip gradients (DDP clips the average)."""
-    model = copy.deepcopy(step.model).to(device)
-    before = params_of(model)
-    sink: list = []
-    if grads is not None:
-        if step.step_fn is not None:  # devlint cannot replay a custom step on given gradients
-            return _One(None, grads, before, None)
-        optimizer = step.optimizer(Parameters(model))
-        scheduler = step.scheduler(optimizer) if step.scheduler else None
-        for n, p in model.named_parameters():
-            g = grads.get(n)
-            p.grad = None if g is None else g.to(device, p.dtype, copy=True)  # clipping is in place
-        if step.clip_grad_norm is not None:
-            torch.nn.utils.clip_grad_norm_(model.parameters(), step.clip_grad_norm)
-        optimizer.step()
-        if scheduler is not None:
-            scheduler.step()
-        return _One(None, grads, before, params_of(model))
-    handles = _bn_hooks(model, sink) if bn else []
-    try:
-        loss, grads = step_once(step, model, model, map_tensors(lambda t: t.to(device), batch), seed,
-                                 clip=not shard)
-    finally:
-        for h in handles:
-            h.remove()
-    return _One(loss, grads, before, params_of(model), sink)
 
 
 # --------------------------------------------------------------------------- the check
@@ -323,9 +264,9 @@ def _check_device(report, source, local, device, ws, seed, timeout, size, keep, 
     full_batch = truncate(local.batch, size, keep)
     shards = [shard_batch(full_batch, r, ws, keep) for r in range(ws)]
     try:
-        full = _one_process(local, full_batch, seed, device, bn=True)
-        again = _one_process(local, full_batch, seed + 1, device)
-        per_shard = [_one_process(local, s, seed, device, shard=True) for s in shards]
+        full = one_process(local, full_batch, seed, device, bn=True)
+        again = one_process(local, full_batch, seed + 1, device)
+        per_shard = [one_process(local, s, seed, device, shard=True) for s in shards]
     except Exception as exc:  # noqa: BLE001
         report.runs.append(Run(device, f"ddp x{ws}", "error", error=first_line(exc)))
         report.findings.append(Finding(
@@ -335,12 +276,12 @@ def _check_device(report, source, local, device, ws, seed, timeout, size, keep, 
         return True
     # The shard emulation: DDP averages the per-rank gradients (a rank without a gradient
     # for a parameter contributes zeros), then every rank steps on that average.
-    emul = _one_process(local, full_batch, seed, device, grads=_averaged(per_shard, full.grads, ws))
+    emul = one_process(local, full_batch, seed, device, grads=averaged(per_shard, full.grads, ws))
 
     def reordered(perm: torch.Tensor) -> dict:
         """The shard emulation's gradients for the same samples in the order ``perm``."""
         batch = map_tensors(lambda t: t[perm] if t.dim() >= 1 and t.shape[0] == keep else t, full_batch)
-        return _averaged([_one_process(local, shard_batch(batch, r, ws, keep), seed, device, shard=True)
+        return averaged([one_process(local, shard_batch(batch, r, ws, keep), seed, device, shard=True)
                           for r in range(ws)], full.grads, ws)
 
     report.runs.append(Run(device, f"1 process, {keep} samples", "reference", loss=full.loss))
@@ -391,7 +332,7 @@ def _check_device(report, source, local, device, ws, seed, timeout, size, keep, 
     # emulation is compared with the full batch.
     sync = any(isinstance(m, nn.SyncBatchNorm) for m in model.modules())
     expected = full if sync else emul
-    observed = _One(None, results[0]["grads"], full.before, results[0]["after"]) if sync else emul
+    observed = One(None, results[0]["grads"], full.before, results[0]["after"]) if sync else emul
     explained = _check_invariance(report, findings, full, again, observed, model, device, ws, label,
                                   reordered=None if sync else reordered, batch=full_batch, size=keep,
                                   seed=seed)
@@ -419,20 +360,6 @@ def _check_device(report, source, local, device, ws, seed, timeout, size, keep, 
         _add_rows(report, res, full, per_shard, device, kind, ws, bad, sync)
     report.findings.extend(findings)
     return True
-
-
-def _averaged(per_shard: list, names, ws: int) -> dict:
-    """What DDP's all-reduce computes from the ranks' gradients: their average, a rank without
-    a gradient for a parameter contributing zeros (None where no rank has one)."""
-    out = {}
-    for name in names:
-        gs = [s.grads.get(name) for s in per_shard]
-        if all(g is None for g in gs):
-            out[name] = None
-            continue
-        ref = next(g for g in gs if g is not None)
-        out[name] = sum((torch.zeros_like(ref) if g is None else g) for g in gs) / ws
-    return out
 
 
 def _unused_finding(report, findings, unused, user_finds_unused, model, device, ws, label) -> None:
@@ -557,7 +484,7 @@ def _check_as_built(findings, results, source, model, device, label) -> None:
             return
 
 
-def _check_backend(findings, results, emul: _One, model, device, kind, ws, per_shard,
+def _check_backend(findings, results, emul: One, model, device, kind, ws, per_shard,
                    against_expected: bool = True) -> set[int]:
     """DDP/FSDP against the expected one-process result (``emul``) and rank 0; returns the
     ranks with findings."""
@@ -620,7 +547,7 @@ def _check_backend(findings, results, emul: _One, model, device, kind, ws, per_s
     return bad_ranks
 
 
-def _add_rows(report, results, full: _One, per_shard, device, kind, ws, bad_ranks,
+def _add_rows(report, results, full: One, per_shard, device, kind, ws, bad_ranks,
               sync: bool = False) -> None:
     """One row per rank. Columns against one process on the full batch, as
     :func:`devlint.runtime.compare.measure` computes them for every row of the report: the
@@ -648,7 +575,7 @@ def _add_rows(report, results, full: _One, per_shard, device, kind, ws, bad_rank
             update_err=max(upd, default=None), how=how))
 
 
-def _check_invariance(report, findings, full: _One, again: _One, emul: _One, model, device, ws,
+def _check_invariance(report, findings, full: One, again: One, emul: One, model, device, ws,
                       label, reordered=None, batch=None, size: int = 0, seed: int = 0) -> bool:
     """The shard emulation against the full batch: explain a difference by the world size
     (a scale), BatchNorm statistics, or report the step as not shard-invariant. True when a
@@ -733,7 +660,7 @@ def _check_invariance(report, findings, full: _One, again: _One, emul: _One, mod
     return True
 
 
-def _sorted_batch(findings, zs, full: _One, emul: _One, reordered, batch, size: int, seed: int,
+def _sorted_batch(findings, zs, full: One, emul: One, reordered, batch, size: int, seed: int,
                   device, label, ws) -> bool:
     """Plain BatchNorm under DDP whose gradients this batch's order moves far beyond what
     random orders of the same samples do (:data:`BN_ORDER_RATIO`): a ``batchnorm-statistics``
