@@ -12,7 +12,7 @@ torch = pytest.importorskip("torch")
 from torch import nn  # noqa: E402
 
 from devlint.runtime import TrainingStep, check_step  # noqa: E402
-from devlint.runtime import runs  # noqa: E402
+from devlint.runtime import runs, workcopy  # noqa: E402
 from devlint.runtime.compare import CHUNK, Delta, measure  # noqa: E402
 from devlint.runtime.emulate import Float32Accumulate, Float32GEMMs, cpu_kernels, resolve  # noqa: E402
 
@@ -203,7 +203,7 @@ def test_reused_model_copy_starts_every_run_from_the_original():
     r = check_step(step, devices=["cpu"])
     assert r.ok, str(r)
     assert model.calls == 0 and all(torch.equal(before[n], t) for n, t in model.state_dict().items())
-    bench = runs._Bench(model)
+    bench = workcopy.WorkingCopy(model)
     a = bench.take()
     with torch.no_grad():
         a.fc.weight.add_(1.0)

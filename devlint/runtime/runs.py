@@ -32,6 +32,7 @@ from .explain import (cause_first, deprecations, master_weights, mismatch_findin
                       placement_findings, state_findings, underflow_finding)
 from .names import first_line, raising_function, raising_module
 from .report import Finding, Report, Run
+from .workcopy import WorkingCopy, trim_heap
 from .step import Parameters, TrainingStep, fixed_reseed, host_rng_kept, map_tensors, scalar_loss, seed_host
 
 __all__ = ["check_step", "MODES", "DEVICES", "MAX_HALVINGS", "INIT_SCALE"]
@@ -95,111 +96,6 @@ class _Raw:
     ok: bool = True  # set once judged
 
 
-_MALLOC_TRIM: list = []
-
-
-def _trim() -> None:
-    """Give the heap memory freed by the previous run back to the OS (glibc's
-    ``malloc_trim(0)``; a no-op where there is no glibc). Without it glibc keeps those blocks,
-    and the process's peak resident memory grows run after run by fragmentation rather than by
-    what a run holds (measured on the zoo's medium BERT: ~1-2x the parameter bytes)."""
-    if not _MALLOC_TRIM:
-        try:
-            import ctypes
-
-            _MALLOC_TRIM.append(ctypes.CDLL("libc.so.6").malloc_trim)
-        except (OSError, AttributeError):
-            _MALLOC_TRIM.append(None)
-    if _MALLOC_TRIM[0] is not None:
-        _MALLOC_TRIM[0](0)
-
-
-class _Bench:
-    """One working copy of ``step.model`` for the runs of a check, restored in place between
-    runs instead of deep-copying the model each time (the deep copy is Python work per module,
-    up to ~0.7 plain steps on a small convnet).
-
-    :meth:`take` returns the copy with every parameter and buffer copied back from the
-    original (``torch.no_grad``), gradients set to None. It deep-copies afresh whenever the
-    copy no longer matches the original: another set of parameters or buffers, of another
-    type, shape, dtype or device, other ties, or another value of any plain attribute (bool,
-    int, float, str, None: ``training``, counters a forward may bump) of any module.
-    """
-
-    def __init__(self, model: torch.nn.Module):
-        self.model = model
-        self.copy: torch.nn.Module | None = None
-        self._sig, self._src = self._signature(model)
-
-    @staticmethod
-    def _signature(model) -> tuple[tuple, list]:
-        """(the signature take() compares, the parameters and buffers in its order), in one
-        walk over the modules."""
-        tensors, plain = [], []
-        for prefix, mod in model.named_modules(remove_duplicate=False):
-            for store in (mod._parameters, mod._buffers):
-                tensors += [(f"{prefix}.{k}" if prefix else k, t) for k, t in store.items() if t is not None]
-            plain += [(k, v) for k, v in vars(mod).items() if v is None or type(v) in (bool, int, float, str)]
-        first: dict[int, int] = {}
-        ties = tuple(first.setdefault(id(t), i) for i, (_, t) in enumerate(tensors))
-        meta = tuple((n, type(t), t.shape, t.dtype, t.device, t.requires_grad) for n, t in tensors)
-        return (meta, ties, tuple(plain)), [t for _, t in tensors]
-
-    def take(self) -> torch.nn.Module:
-        """The working copy, equal to ``step.model`` in every parameter, buffer and plain
-        attribute, without gradients."""
-        if self.copy is not None:
-            sig, dst = self._signature(self.copy)
-            if sig == self._sig:
-                with torch.no_grad():
-                    torch._foreach_copy_(dst, self._src)
-                for t in dst:
-                    t.grad = None
-                return self.copy
-        self.copy = None
-        self.copy = copy.deepcopy(self.model)
-        return self.copy
-
-    def reclaim(self, model: torch.nn.Module) -> None:
-        """Take back the copy after a run on the stand-in device: its parameters and buffers
-        become plain CPU tensors again (the stand-in's own data, ties kept), so the next
-        :meth:`take` need not deep-copy. The copy is dropped instead when a stand-in tensor
-        is left anywhere else in a module's attributes (a cache made in forward)."""
-        if model is not self.copy:
-            return
-        plain: dict[int, torch.Tensor] = {}
-        for mod in model.modules():
-            for store, make in ((mod._parameters, _as_parameter), (mod._buffers, lambda t: t.elem)):
-                for name, t in store.items():
-                    if isinstance(t, standin.Tagged):
-                        if id(t) not in plain:
-                            plain[id(t)] = make(t)
-                        store[name] = plain[id(t)]
-        model._apply(lambda t: t)  # what modules derive from their parameters (RNN flat weights)
-        if any(_holds_tagged(v) for mod in model.modules() for k, v in vars(mod).items()
-               if k not in ("_parameters", "_buffers", "_modules")):
-            self.copy = None
-
-
-def _as_parameter(t: "standin.Tagged") -> torch.nn.Parameter:
-    return torch.nn.Parameter(t.elem.detach(), requires_grad=t.requires_grad)
-
-
-def _holds_tagged(obj, depth: int = 3) -> bool:
-    """Whether a stand-in tensor is in ``obj`` or in its lists, tuples, dicts and object
-    attributes, ``depth`` levels down."""
-    if isinstance(obj, torch.Tensor):
-        return isinstance(obj, standin.Tagged)
-    if depth == 0 or isinstance(obj, (str, bytes, int, float, bool, type(None), torch.nn.Module)):
-        return False
-    if isinstance(obj, dict):
-        return any(_holds_tagged(v, depth - 1) for v in obj.values())
-    if isinstance(obj, (list, tuple, set)):
-        return any(_holds_tagged(v, depth - 1) for v in obj)
-    attrs = getattr(obj, "__dict__", None)
-    return isinstance(attrs, dict) and any(_holds_tagged(v, depth - 1) for v in attrs.values())
-
-
 class _Captured(Exception):
     """Raised by the optimizer's pre-hook once the gradients are captured, to skip an update
     that nothing compares (see :func:`_update_unused`)."""
@@ -219,7 +115,7 @@ def _update_unused(step: TrainingStep, optimizer) -> bool:
 
 def _run(step: TrainingStep, device: str, mode: str, seed: int, *, keep: bool = False,
          stand_in: bool = False, round_to: str | None = None, init_scale: float = INIT_SCALE,
-         ref: _Raw | None = None, kernels: str = "emulated", bench: _Bench | None = None,
+         ref: _Raw | None = None, kernels: str = "emulated", bench: WorkingCopy | None = None,
          on_graph: bool = False) -> _Raw:
     """One step on a deep copy of the model.
 
@@ -232,7 +128,7 @@ def _run(step: TrainingStep, device: str, mode: str, seed: int, *, keep: bool = 
     ``on_graph``: float16 with the built-in step: settle the GradScaler's scale on this run's
     forward graph (:func:`devlint.runtime.settle.on_graph`) and step at the scale found.
     """
-    _trim()
+    trim_heap()
     raw = _Raw(device, mode)
     if device == "cpu" and mode != "float32" and not round_to:
         raw.kernels = kernels
@@ -399,7 +295,7 @@ def _run(step: TrainingStep, device: str, mode: str, seed: int, *, keep: bool = 
         state = _state(model, captured)
         before = dict(_state(step.model, None))
         if keep:
-            # copies: the working copy's buffers are overwritten by the next run (_Bench)
+            # copies: the working copy's buffers are overwritten by the next run (WorkingCopy)
             raw.state = {n: _elem(t).to("cpu", torch.float32 if t.is_floating_point() else None, copy=True)
                          for n, t in state if n in before and not _unchanged(_elem(t), before[n])}
             raw.state_nonfinite = [(n, k, t.numel()) for n, t in state if n in before
@@ -645,7 +541,7 @@ def _check_into(report: Report, step, devices, modes, tols, seed, kernels: str =
     mw = master_weights(step)
     if mw:
         report.findings.append(mw)
-    bench = _Bench(step.model)
+    bench = WorkingCopy(step.model)
     ref = _run(step, "cpu", "float32", seed, keep=True, stand_in=True, bench=bench)
     placement = placement_findings(ref)
     report.findings.extend(placement)
