@@ -12,7 +12,7 @@ torch = pytest.importorskip("torch")
 from torch import nn  # noqa: E402
 
 from devlint.runtime import TrainingStep, check_step  # noqa: E402
-from devlint.runtime import runs, workcopy  # noqa: E402
+from devlint.runtime import replay, runs, workcopy  # noqa: E402
 from devlint.runtime.compare import CHUNK, Delta, measure  # noqa: E402
 from devlint.runtime.emulate import Float32Accumulate, Float32GEMMs, cpu_kernels, resolve  # noqa: E402
 
@@ -113,7 +113,7 @@ def test_cpu_kernels_scope_and_bad_value():
 
 
 def _grads(step, mode, kernels):
-    raw = runs._run(step, "cpu", mode, 0, keep=True, kernels=kernels)
+    raw = replay.run_once(step, "cpu", mode, 0, keep=True, kernels=kernels)
     assert raw.error is None and not raw.nonfinite, raw.error
     return raw
 
@@ -124,17 +124,17 @@ def test_emulated_and_native_runs_agree_within_the_noise_floor(name, mode):
     zoo = _zoo()
     torch.manual_seed(0)
     step = getattr(zoo, name)()
-    ref = runs._run(step, "cpu", "float32", 0, keep=True)
-    floor = runs._run(step, "cpu", "float32", 0, ref=ref, round_to=mode)
-    emu = runs._run(step, "cpu", mode, 0, ref=ref)
-    nat = runs._run(step, "cpu", mode, 0, ref=ref, kernels="native")
+    ref = replay.run_once(step, "cpu", "float32", 0, keep=True)
+    floor = replay.run_once(step, "cpu", "float32", 0, ref=ref, round_to=mode)
+    emu = replay.run_once(step, "cpu", mode, 0, ref=ref)
+    nat = replay.run_once(step, "cpu", mode, 0, ref=ref, kernels="native")
     tol = runs.Tolerances()
     f, e, n = (r.errors.model_error(tol) for r in (floor, emu, nat))
     assert emu.kernels == "emulated" and nat.kernels == "native"
     assert e <= tol.k * f and n <= tol.k * f, (e, n, f)
     # the two differ from each other by about as much as each differs from float32
     kept = _grads(step, mode, "emulated")
-    other = runs._run(step, "cpu", mode, 0, ref=kept, kernels="native")
+    other = replay.run_once(step, "cpu", mode, 0, ref=kept, kernels="native")
     between = other.errors.model_error(tol)
     assert between <= 2 * max(e, n) + f, (between, e, n, f)
 
@@ -242,8 +242,8 @@ def test_reference_keeps_updates_only_where_they_are_judged():
 
     adam = TrainingStep(model, batch, loss, lambda p: torch.optim.AdamW(p, lr=1e-3))
     sgd = TrainingStep(model, batch, loss, lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9))
-    assert runs._run(adam, "cpu", "float32", 0, keep=True).updates == {}
-    assert len(runs._run(sgd, "cpu", "float32", 0, keep=True).updates) == 4
+    assert replay.run_once(adam, "cpu", "float32", 0, keep=True).updates == {}
+    assert len(replay.run_once(sgd, "cpu", "float32", 0, keep=True).updates) == 4
     ra, rs = check_step(adam, devices=["cpu"]), check_step(sgd, devices=["cpu"])
     assert ra.ok and rs.ok
     low = [r for r in ra.runs if r.mode != "float32"]
@@ -265,8 +265,8 @@ def test_built_in_adaptive_optimizers_skip_the_update_nothing_compares(monkeypat
         step = TrainingStep(model, batch, lambda m, b: m(b).square().mean(), opt)
         report = check_step(step, devices=["cpu"])
         assert report.ok, str(report)
-        assert runs._update_unused(step, opt(model.parameters())) is not runs_update
+        assert replay._update_unused(step, opt(model.parameters())) is not runs_update
     assert calls == []
     sched = TrainingStep(model, batch, lambda m, b: m(b).square().mean(), lambda p: torch.optim.Adam(p),
                          scheduler=lambda o: torch.optim.lr_scheduler.StepLR(o, 1))
-    assert not runs._update_unused(sched, torch.optim.Adam(model.parameters()))
+    assert not replay._update_unused(sched, torch.optim.Adam(model.parameters()))

@@ -6,7 +6,7 @@ import pytest
 torch = pytest.importorskip("torch")
 from torch import nn  # noqa: E402
 
-from devlint.runtime import TrainingStep, runs, settle  # noqa: E402
+from devlint.runtime import TrainingStep, replay, runs, settle  # noqa: E402
 
 
 def _step():
@@ -19,19 +19,19 @@ def _step():
 
 def test_settling_on_one_graph_equals_replaying_the_step():
     step = _step()
-    ref = runs._run(step, "cpu", "float32", 0, keep=True)
+    ref = replay.run_once(step, "cpu", "float32", 0, keep=True)
     calls = []
     on_graph = settle.on_graph
     try:  # count the searches on one graph: the equality below means nothing if none ran
         settle.on_graph = lambda *a, **k: calls.append(1) or on_graph(*a, **k)
         replayed = runs._settled(step, "cpu", "float16", 0, ref, "native")  # built-in step: on one graph
         searched = len(calls)
-        orig = runs._run
+        orig = runs.run_once
         try:
-            runs._run = lambda *a, **k: orig(*a, **{**k, "on_graph": False})
+            runs.run_once = lambda *a, **k: orig(*a, **{**k, "on_graph": False})
             bisected = runs._settled(step, "cpu", "float16", 0, ref, "native")
         finally:
-            runs._run = orig
+            runs.run_once = orig
     finally:
         settle.on_graph = on_graph
     assert searched >= 1 and len(calls) == searched  # the replay path never searches on one graph
@@ -64,6 +64,6 @@ def test_checkpointed_models_settle_as_when_replayed(reentrant):
     torch.manual_seed(0)
     step = TrainingStep(_Checkpointed(reentrant), (torch.randn(6, 8, requires_grad=reentrant),),
                         lambda m, b: (m(b[0]) * 100).square().mean(), lambda p: torch.optim.SGD(p, lr=1e-3))
-    ref = runs._run(step, "cpu", "float32", 0, keep=True)
+    ref = replay.run_once(step, "cpu", "float32", 0, keep=True)
     raw = runs._settled(step, "cpu", "float16", 0, ref, "native")
     assert raw.error is None and raw.errors is not None and 3 <= raw.skipped_steps <= 12

@@ -100,12 +100,12 @@ def test_tied_weights_stay_tied_on_the_stand_in():
 
 
 def test_stand_in_reference_equals_a_plain_cpu_step():
-    from devlint.runtime import runs
+    from devlint.runtime import replay
 
     torch.manual_seed(0)
     step = zoo.hf_bert()  # dropout on: the stand-in must draw the same masks
-    a = runs._run(step, "cpu", "float32", 0, keep=True, stand_in=True)
-    b = runs._run(step, "cpu", "float32", 0, keep=True)
+    a = replay.run_once(step, "cpu", "float32", 0, keep=True, stand_in=True)
+    b = replay.run_once(step, "cpu", "float32", 0, keep=True)
     assert a.error is None and b.error is None
     assert a.loss == b.loss and a.rng_used
     assert all(torch.equal(a.grads[n], b.grads[n]) for n in b.grads if b.grads[n] is not None)

@@ -71,12 +71,12 @@ def test_stand_in_reference_equals_a_plain_cpu_step(factory):
     """The reference runs on the stand-in GPU: its gradients must be a plain CPU step's (to
     float32 rounding: composite and fused kernels may differ). A lazy conj() view once made
     Meta-style complex rotary embeddings' gradients 70 % wrong there."""
-    from devlint.runtime import runs
+    from devlint.runtime import replay
 
     torch.manual_seed(0)
     step = factory()
-    a = runs._run(step, "cpu", "float32", 0, keep=True, stand_in=True)
-    b = runs._run(step, "cpu", "float32", 0, keep=True)
+    a = replay.run_once(step, "cpu", "float32", 0, keep=True, stand_in=True)
+    b = replay.run_once(step, "cpu", "float32", 0, keep=True)
     assert b.error is None, b.error
     if a.error is not None:  # the stand-in cannot hold sparse gradients
         assert a.error.startswith("StandInUnsupported"), a.error

@@ -14,412 +14,42 @@ Order of work (the cost is a few plain steps, see docs/runtime.md "Cost"):
 
 from __future__ import annotations
 
-import contextlib
-import copy
-import math
 import re
 import warnings
-from dataclasses import dataclass, field
 
 import torch
 
-from . import autocast_policy, by_module, emulate, probes, settle, standin, torch_modules
-from .compare import (DTYPES, Delta, Errors, Rounding, Tolerances, Verdict, judge, measure, needs_floor,
-                      resolve_tolerances, round_range, round_trip)
-from .buffers import judge_state, measure_state, went_nonfinite
+from . import autocast_policy, by_module, emulate, standin
+from .buffers import judge_state
+from .compare import Rounding, Tolerances, Verdict, judge, needs_floor, resolve_tolerances
 from .devices import unavailable as _available
 from .explain import (cause_first, deprecations, master_weights, mismatch_finding, nonfinite_finding,
                       placement_findings, state_findings, underflow_finding)
-from .names import first_line, raising_function, raising_module
+from .replay import INIT_SCALE, MAX_HALVINGS, Raw, every_scale_skipped, run_once
 from .report import Finding, Report, Run
-from .workcopy import WorkingCopy, trim_heap
-from .step import Parameters, TrainingStep, fixed_reseed, host_rng_kept, map_tensors, scalar_loss, seed_host
+from .step import TrainingStep, fixed_reseed, host_rng_kept
+from .workcopy import WorkingCopy
 
 __all__ = ["check_step", "MODES", "DEVICES", "MAX_HALVINGS", "INIT_SCALE"]
 
 MODES = ("float32", "bfloat16", "float16")
 DEVICES = ("cpu", "cuda", "mps")
-#: torch.amp.GradScaler's default initial scale.
-INIT_SCALE = 2.0 ** 16
-#: The GradScaler may halve its scale at most this many times (2**16 down to 2**-8) before
-#: devlint calls the gradients non-finite at every scale. Real training keeps halving, one
-#: skipped step each time; devlint finds the first scale that works by bisection (~5 tries)
-#: and reports how many steps training would skip.
-MAX_HALVINGS = 24
-_LOW = (torch.float16, torch.bfloat16)
-#: Updates are judged only for torch.optim.SGD holding no state but these (momentum, Nesterov,
-#: weight decay: the update is linear in the gradient). Every other optimizer is judged on its
-#: gradients: the first step of Adam, Adafactor (row_var/col_var), RMSprop, Adagrad, Lion,
-#: Rprop ... is about lr * sign(g) (or a factored, clipped version of it).
-_LINEAR_STATE = {"momentum_buffer"}
-_UNSUPPORTED = re.compile(
-    r"not implemented for '(Half|BFloat16|ComplexHalf)'|could not create a (primitive|descriptor)"
-    r"|does not support (half|bfloat16|float16)|Could not run '[\w:.]+' with arguments from the"
-    r"|\"\w+\" not implemented for|no kernel image|unsupported (dtype|scalar ?type)", re.I)
 #: A low-precision run that raised on mixed dtypes (``scatter_`` / ``index_put_`` / ``addmm``
 #: of a float32 buffer and an autocast output, as HF BigBird's block-sparse attention).
 _DTYPE_ERR = re.compile(r"dtype to be equal|same dtype|expected scalar type|dtypes? (must|to) match"
                         r"|but found (Float|BFloat16|Half)|Found dtype|expected both .* dtype", re.I)
-_DEVICE_ERR = re.compile(r"same device|on the expected device|device mismatch|different devices"
-                         r"|Expected all tensors to be on")
 
 
-@dataclass
-class _Raw:
-    """One run: its numbers, while they are needed, and what happened."""
-
-    device: str
-    mode: str
-    loss: float | None = None
-    errors: Errors | None = None
-    grads: dict = field(default_factory=dict)  # only kept for references
-    updates: dict = field(default_factory=dict)
-    lrs: dict = field(default_factory=dict)
-    adaptive: bool = False
-    skipped_steps: int | None = None
-    scale: float | None = None
-    scaler_used: bool = True
-    nonfinite: bool = False
-    error: str | None = None
-    error_kind: str | None = None  # "device", "fp16-grads", "unsupported", "other"
-    module: str | None = None
-    op: str | None = None  # the custom autograd Function that raised, if any
-    rng_used: bool = False
-    kernels: str | None = None  # CPU low-precision runs: "emulated" or "native"
-    policy: str | None = None  # low-precision runs: whose autocast rules ("cuda", "cpu", "mps")
-    mixes: list = field(default_factory=list)
-    unmoved: dict = field(default_factory=dict)
-    state: dict = field(default_factory=dict)  # references: buffers the step changed (CPU)
-    state_nonfinite: list = field(default_factory=list)  # references: (name, count, numel)
-    norms: dict = field(default_factory=dict)  # references: squared norms, filled by measure
-    floor_errors: Errors | None = None  # the noise-floor run's, when one was measured
-    ok: bool = True  # set once judged
-
-
-class _Captured(Exception):
-    """Raised by the optimizer's pre-hook once the gradients are captured, to skip an update
-    that nothing compares (see :func:`_update_unused`)."""
-
-
-def _update_unused(step: TrainingStep, optimizer) -> bool:
-    """Whether the optimizer's update can be skipped: a built-in adaptive optimizer (every
-    ``torch.optim`` class but SGD, whose update is linear in the gradient and judged) in
-    devlint's own step with no scheduler. Its first update is ~lr*sign(g), so updates are not
-    compared (:class:`compare.Tolerances`); only the gradients captured before it are, and a
-    built-in optimizer places its state on its parameters' device. Saves its state's
-    allocation and the update in every run (on the stand-in, one dispatch per foreach op)."""
-    return (step.step_fn is None and step.scheduler is None
-            and type(optimizer).__module__.startswith("torch.optim.")
-            and not isinstance(optimizer, torch.optim.SGD))
-
-
-def _run(step: TrainingStep, device: str, mode: str, seed: int, *, keep: bool = False,
-         stand_in: bool = False, round_to: str | None = None, init_scale: float = INIT_SCALE,
-         ref: _Raw | None = None, kernels: str = "emulated", bench: WorkingCopy | None = None,
-         on_graph: bool = False) -> _Raw:
-    """One step on a deep copy of the model.
-
-    ``keep``: keep grads and updates (a reference); else compare with ``ref`` as soon as the
-    step is done. ``stand_in``: run on the stand-in device (float32 only). ``round_to``: the
-    noise-floor run, float32 with parameters and inputs rounded to that mode's dtype.
-    ``kernels``: ``"emulated"`` computes CPU bfloat16/float16 GEMMs and convolutions in float32
-    (:mod:`devlint.runtime.emulate`), ``"native"`` runs PyTorch's CPU kernels. ``bench``:
-    where the model copy comes from (one copy restored in place between runs), else a deep copy.
-    ``on_graph``: float16 with the built-in step: settle the GradScaler's scale on this run's
-    forward graph (:func:`devlint.runtime.settle.on_graph`) and step at the scale found.
-    """
-    trim_heap()
-    raw = _Raw(device, mode)
-    if device == "cpu" and mode != "float32" and not round_to:
-        raw.kernels = kernels
-    if mode != "float32" and not round_to:
-        raw.policy = autocast_policy.current() if device == "cpu" else device
-    emu = contextlib.ExitStack()
-    model = None
-    phase = "copying the model"
-    tracker_parents: set = set()
-    ctx = None
-    range_hooks: list = []
-    try:
-        model = bench.take() if bench is not None else copy.deepcopy(step.model)
-        batch = step.batch
-        if mode == "float32" and any(p.dtype in _LOW for p in model.parameters()):
-            model.float()  # the float32 run is float32 even for a model.half()
-            batch = map_tensors(lambda t: t.float() if t.dtype in _LOW else t, batch)
-        if round_to:
-            with torch.no_grad():
-                for p in model.parameters():
-                    p.copy_(round_trip(p, round_to))
-            batch = map_tensors(lambda t: round_trip(t, round_to), batch)
-        start = {n: p for n, p in step.model.named_parameters()}
-        if stand_in:
-            raw.unmoved = standin.unregistered_tensors(model)
-            ctx = standin.stand_in(model)
-            mode_obj, tracker = ctx.__enter__()
-            raw.mixes = mode_obj.mixes
-            range_hooks = torch_modules.input_hooks(model, mode_obj)
-            target = standin.STAND_IN
-        else:
-            tracker = None
-            target = device
-        if round_to:
-            range_hooks += _range_hooks(model, round_to)
-        phase = "moving the model"
-        if stand_in:
-            standin.to_stand_in(model)
-        elif target != "cpu" or any(t.device.type != "cpu" for t in [*model.parameters(), *model.buffers()]):
-            model.to(target)  # (on the CPU already: nothing to move, skip the walk over modules)
-        batch = map_tensors(lambda t: t.to(target), batch)
-        named = list(model.named_parameters())
-        phase = "optimizer"
-        try:
-            optimizer = step.optimizer(Parameters(model))
-        except Exception:
-            if not stand_in or step.step_fn is not None:
-                raise
-            # still look for placement bugs (layers in a plain list leave nothing to optimize)
-            with torch.autocast(device_type="cpu", enabled=False):
-                scalar_loss(step.loss_fn(model, batch)).backward()
-            raise
-        if stand_in:
-            standin.prefer_foreach(optimizer)
-        raw.lrs = {}
-        pid = {id(p): n for n, p in named}
-        for group in optimizer.param_groups:
-            for p in group["params"]:
-                if id(p) in pid and isinstance(group.get("lr"), (int, float)):
-                    raw.lrs[pid[id(p)]] = float(group["lr"])
-        amp_device = "cpu" if stand_in else device
-        scaler = torch.amp.GradScaler(amp_device, init_scale=init_scale, enabled=mode == "float16")
-        captured: dict = {}
-
-        def capture(opt, args, kwargs):
-            captured.clear()
-            # the built-in step never touches the gradients after this: no copy needed
-            own = step.step_fn is None
-            captured.update({n: None if p.grad is None else (p.grad.detach() if own else p.grad.detach().clone())
-                             for n, p in named})
-            for n, g in captured.items():  # sparse gradients (Embedding(sparse=True)): compare dense
-                if g is not None and g.layout != torch.strided:
-                    captured[n] = g.to_dense()
-
-        skip_update = _update_unused(step, optimizer)
-
-        def capture_only(opt, args, kwargs):
-            capture(opt, args, kwargs)
-            raise _Captured
-
-        hook = optimizer.register_step_pre_hook(capture_only if skip_update else capture)
-        model.zero_grad(set_to_none=True)
-        if device == "cpu":  # the CPU generator only: torch.manual_seed queues lazy CUDA/XPU
-            torch.default_generator.manual_seed(seed)  # seeding, with a traceback, every call
-        else:
-            torch.manual_seed(seed)
-        seed_host(seed)
-        emu.enter_context(fixed_reseed())
-        rng_before = torch.get_rng_state()
-        phase = "step"
-        emu.enter_context(emulate.cpu_kernels(device, DTYPES[mode], kernels, model))
-        with torch.autocast(device_type=amp_device, dtype=DTYPES[mode], enabled=mode != "float32"):
-            if step.step_fn is not None:
-                loss = scalar_loss(step.step_fn(model, batch, optimizer, scaler))
-            else:
-                loss = scalar_loss(step.loss_fn(model, batch))
-        raw.loss = float(loss.detach().float())
-        if tracker is not None:
-            tracker_parents = set(tracker.parents)
-        if step.step_fn is None:
-            if not math.isfinite(raw.loss):
-                raw.nonfinite = True
-                raw.skipped_steps = 0 if scaler.is_enabled() else None  # no scale helps a forward
-                return raw
-            if on_graph and scaler.is_enabled():
-                k = settle.on_graph(loss, [p for _, p in named], init_scale, MAX_HALVINGS)
-                if k is None:
-                    return _every_scale_skipped(raw)
-                init_scale /= 2 ** k
-                scaler = torch.amp.GradScaler(amp_device, init_scale=init_scale)
-                scaler.scale(loss)  # sets the scale unscale_ divides by; the backward is done
-                raw.skipped_steps = k
-            else:
-                scaler.scale(loss).backward()
-            del loss  # frees a graph kept for settling
-            emu.close()  # the optimizer step has no low-precision GEMMs: no dispatch cost there
-            if scaler.is_enabled():
-                scaler.unscale_(optimizer)
-            if step.clip_grad_norm is not None:
-                torch.nn.utils.clip_grad_norm_(model.parameters(), step.clip_grad_norm)
-            scheduler = step.scheduler(optimizer) if step.scheduler is not None else None
-            try:
-                scaler.step(optimizer)
-            except _Captured:
-                pass  # GradScaler.update needs only unscale_'s inf checks
-            scaler.update()
-            if scheduler is not None:
-                with warnings.catch_warnings():  # a skipped float16 step warns, as in training
-                    warnings.simplefilter("ignore", UserWarning)
-                    scheduler.step()
-        hook.remove()
-        raw.rng_used = not torch.equal(rng_before, torch.get_rng_state())
-        if step.step_fn is not None and _update_missing(scaler):
-            raw.error_kind, raw.module = "scaler-update", "step_fn (the training step)"
-            raw.error = ("the step calls scaler.step(optimizer) but never scaler.update(): the scale "
-                         "never adapts, and the next step's scaler.unscale_ or scaler.step raises")
-            return raw
-        if scaler.is_enabled():
-            raw.scaler_used = scaler._scale is not None
-            raw.scale = init_scale
-            if raw.scaler_used and scaler.get_scale() < init_scale:
-                raw.skipped_steps = 1  # the caller bisects on the scale
-                return raw
-        if not captured:
-            if not math.isfinite(raw.loss):
-                raw.nonfinite = True
-                return raw
-            raise RuntimeError("the step never called optimizer.step()")
-        raw.adaptive = not isinstance(optimizer, torch.optim.SGD) or any(
-            k not in _LINEAR_STATE for st in optimizer.state.values() for k in st)
-        phase = "comparing"
-        emu.close()
-
-        def cpu(t):
-            return (t.elem if isinstance(t, standin.Tagged) else t).detach().to("cpu", torch.float32)
-
-        def update(n, p):
-            before = start[n].detach().to("cpu", torch.float32)
-            if round_to:
-                before = round_trip(before, round_to)
-            return cpu(p) - before
-
-        optimizer.state.clear()  # its buffers are not compared: free them first
-        state = _state(model, captured)
-        before = dict(_state(step.model, None))
-        if keep:
-            # copies: the working copy's buffers are overwritten by the next run (WorkingCopy)
-            raw.state = {n: _elem(t).to("cpu", torch.float32 if t.is_floating_point() else None, copy=True)
-                         for n, t in state if n in before and not _unchanged(_elem(t), before[n])}
-            raw.state_nonfinite = [(n, k, t.numel()) for n, t in state if n in before
-                                   for k in [went_nonfinite(before[n], _elem(t), overflow_only=True)] if k]
-            raw.grads = {n: None if g is None else cpu(g) for n, g in captured.items()}
-            # updates are judged only for optimizers linear in the gradient: for the others the
-            # reference keeps none (1x the parameter bytes saved) and update errors are not shown
-            raw.updates = {} if raw.adaptive else {n: update(n, p) for n, p in named}
-        else:
-            updates = None if raw.adaptive else {n: Delta(_elem(p), start[n], round_to) for n, p in named}
-            raw.errors = measure(ref.loss, ref.grads, ref.updates, raw.loss, captured.items(),
-                                 updates, raw.lrs, zeros=mode == "float16", norms=ref.norms)
-            raw.errors.state = measure_state(ref.state, before, ((n, _elem(t)) for n, t in state))
-    except Exception as exc:  # noqa: BLE001 - every failure of the user's step is reported
-        raw.error = first_line(exc)
-        text = str(exc)
-        if "unscale FP16 gradients" in text:
-            raw.error_kind = "fp16-grads"
-        elif _UNSUPPORTED.search(text) and mode != "float32":
-            raw.error_kind = "unsupported"
-        elif _DEVICE_ERR.search(text):
-            raw.error_kind = "device"
-        else:
-            raw.error_kind = "other"
-        raw.module = (raising_module(model, exc) or standin.module_label(model, tracker_parents)) \
-            if phase == "step" and model is not None else f"({phase})"
-        fn = raising_function(exc) if phase == "step" else None
-        if fn is not None:
-            _name_function(raw, step, model, exc, fn, seed)
-    except SystemExit as exc:
-        raw.error = f"the step called sys.exit({exc.code!r})"
-        raw.error_kind = "exit"
-        raw.module = f"({phase})"
-    finally:
-        emu.close()
-        for h in range_hooks:
-            h.remove()
-        if ctx is not None:
-            ctx.__exit__(None, None, None)
-        if stand_in and bench is not None and model is not None:
-            bench.reclaim(model)
-    return raw
-
-
-def _name_function(raw: _Raw, step: TrainingStep, model, exc: BaseException, fn: tuple[str, str],
-                   seed: int) -> None:
-    """Name the custom autograd Function that raised (``fn`` from :func:`names.raising_function`)
-    in ``raw.error`` and ``raw.op``, and the module that applied it in ``raw.module`` (a
-    replay of the forward, :func:`probes.function_module`, unless its forward raised inside
-    a module, which the traceback already names)."""
-    node, method = fn
-    name = node.removesuffix("Backward") if node.endswith("Backward") else node
-    found = None
-    if method != "forward" or raising_module(model, exc) is None:
-        try:
-            found = probes.function_module(step, node, seed)
-        except Exception:  # noqa: BLE001 - the diagnosis is best effort
-            found = None
-    if found is not None:
-        raw.module, cls = found
-        name = cls.__qualname__
-    raw.op = f"{name}.{method}"
-    raw.error += f" (in {raw.op}, a custom torch.autograd.Function)"
-
-
-def _update_missing(scaler: torch.amp.GradScaler) -> bool:
-    """True when the step left the enabled ``scaler`` between ``unscale_``/``step`` and
-    ``update`` for some optimizer (its per-optimizer stage is not back to ready, which only
-    ``update()`` does; see ``torch/amp/grad_scaler.py``)."""
-    if not scaler.is_enabled():
-        return False
-    from torch.amp.grad_scaler import OptState
-
-    return any(st.get("stage") is not OptState.READY for st in scaler._per_optimizer_states.values())
-
-
-def _range_hooks(model: torch.nn.Module, round_to) -> list:
-    """Forward hooks that give every module's floating-point outputs (a tensor, or a tuple or
-    list of them) what the dtype's range costs (:func:`compare.round_range`; float16 only):
-    part of the noise floor, since autocast hands activations between modules in that dtype.
-    Returns the handles, to remove after the run."""
-    if (round_to.mode if isinstance(round_to, Rounding) else round_to) != "float16":
-        return []
-
-    def one(t):
-        return round_range(t, round_to) if isinstance(t, torch.Tensor) else t
-
-    def hook(_mod, _args, out):
-        if isinstance(out, torch.Tensor):
-            return one(out)
-        if type(out) in (tuple, list):
-            return type(out)(one(t) for t in out)
-        return None
-
-    return [m.register_forward_hook(hook) for m in model.modules()]
-
-
-def _state(model: torch.nn.Module, captured: dict | None) -> list[tuple[str, torch.Tensor]]:
-    """What the step may change besides trained parameters: every buffer, and (``captured``
-    given: the gradients the optimizer saw) every parameter that got no gradient (an EMA
-    copy kept as a frozen parameter); with ``captured`` None, every parameter, as candidates."""
-    out = list(model.named_buffers())
-    out += [(n, p) for n, p in model.named_parameters() if captured is None or captured.get(n) is None]
-    return out
-
-
-def _unchanged(t: torch.Tensor, before: torch.Tensor) -> bool:
-    return t.shape == before.shape and torch.equal(t.to("cpu", before.dtype), before.to("cpu"))
-
-
-def _elem(t: torch.Tensor) -> torch.Tensor:
-    return (t.elem if isinstance(t, standin.Tagged) else t).detach()
-
-
-def _settled(step, device, mode, seed, ref, kernels: str = "emulated", bench=None) -> _Raw:
+def _settled(step, device, mode, seed, ref, kernels: str = "emulated", bench=None) -> Raw:
     """The float16 run with the GradScaler settled: the first scale 2**16 / 2**k (k <= 24)
     whose step is not skipped, found by bisection; ``skipped_steps = k``. With the built-in
     step the bisection runs on one forward graph (backward passes only, :mod:`settle`)."""
-    raw = _run(step, device, mode, seed, ref=ref, kernels=kernels, bench=bench,
+    raw = run_once(step, device, mode, seed, ref=ref, kernels=kernels, bench=bench,
                on_graph=step.step_fn is None)
     if step.step_fn is None and raw.error and raw.error_kind == "other":
         # a graph that cannot be backpropagated twice (a checkpoint that frees what it
         # recomputes): replay the step per try instead
-        raw = _run(step, device, mode, seed, ref=ref, kernels=kernels, bench=bench)
+        raw = run_once(step, device, mode, seed, ref=ref, kernels=kernels, bench=bench)
     elif step.step_fn is None and (raw.errors is not None or raw.error or raw.nonfinite):
         return raw
     if raw.skipped_steps is None:
@@ -429,7 +59,7 @@ def _settled(step, device, mode, seed, ref, kernels: str = "emulated", bench=Non
     lo, hi, best = 1, MAX_HALVINGS, None
     while lo <= hi:
         k = (lo + hi) // 2
-        trial = _run(step, device, mode, seed, ref=ref, init_scale=INIT_SCALE / 2 ** k,
+        trial = run_once(step, device, mode, seed, ref=ref, init_scale=INIT_SCALE / 2 ** k,
                      kernels=kernels, bench=bench)
         if trial.error or trial.nonfinite:
             return trial
@@ -438,20 +68,10 @@ def _settled(step, device, mode, seed, ref, kernels: str = "emulated", bench=Non
             hi = k - 1
         else:
             lo = k + 1
-    return _every_scale_skipped(raw) if best is None else best
+    return every_scale_skipped(raw) if best is None else best
 
 
-def _every_scale_skipped(raw: _Raw) -> _Raw:
-    """``raw`` marked non-finite: the GradScaler skips the step at every scale tried."""
-    raw.nonfinite = True
-    raw.skipped_steps = MAX_HALVINGS
-    raw.scale = INIT_SCALE / 2 ** MAX_HALVINGS
-    raw.error = (f"GradScaler skipped every step: gradients are inf/NaN at every scale from "
-                 f"2**16 down to 2**{16 - MAX_HALVINGS}")
-    return raw
-
-
-def _judge_run(step, raw: _Raw, ref: _Raw, tol: Tolerances, seed: int, cross_device: bool,
+def _judge_run(step, raw: Raw, ref: Raw, tol: Tolerances, seed: int, cross_device: bool,
                bench=None) -> tuple[Verdict, list]:
     """Judge a finished run: its gradients (:func:`compare.judge`) and buffers
     (:func:`buffers.judge_state`, ``(name, error, limit)`` of those beyond tolerance); the
@@ -465,7 +85,7 @@ def _judge_run(step, raw: _Raw, ref: _Raw, tol: Tolerances, seed: int, cross_dev
     state = judge_state(raw.errors.state, raw.mode, tol)
     if grads_quick and not state:
         return quick, []
-    floor = _run(step, ref.device, "float32", seed, ref=ref, round_to=raw.mode, bench=bench)
+    floor = run_once(step, ref.device, "float32", seed, ref=ref, round_to=raw.mode, bench=bench)
     raw.floor_errors = None if grads_quick else floor.errors  # only the gradients use it there
     if floor.errors is None:
         return quick or judge(raw.errors, raw.mode, tol, adaptive=raw.adaptive), []
@@ -474,7 +94,7 @@ def _judge_run(step, raw: _Raw, ref: _Raw, tol: Tolerances, seed: int, cross_dev
     wide, scale = None, None
     for scale in (None, tol.k, 2 * tol.k):
         if scale is not None:
-            run = _run(step, ref.device, "float32", seed, ref=ref, round_to=Rounding(raw.mode, scale),
+            run = run_once(step, ref.device, "float32", seed, ref=ref, round_to=Rounding(raw.mode, scale),
                        bench=bench)
             if run.errors is None:
                 break
@@ -542,11 +162,11 @@ def _check_into(report: Report, step, devices, modes, tols, seed, kernels: str =
     if mw:
         report.findings.append(mw)
     bench = WorkingCopy(step.model)
-    ref = _run(step, "cpu", "float32", seed, keep=True, stand_in=True, bench=bench)
+    ref = run_once(step, "cpu", "float32", seed, keep=True, stand_in=True, bench=bench)
     placement = placement_findings(ref)
     report.findings.extend(placement)
     if ref.error:
-        plain = _run(step, "cpu", "float32", seed, keep=True, bench=bench)
+        plain = run_once(step, "cpu", "float32", seed, keep=True, bench=bench)
         limit = ref.error.startswith(standin.StandInUnsupported.__name__)  # devlint's, not the step's
         if plain.error is None and not plain.nonfinite and not placement:
             report.findings.append(Finding(
@@ -557,7 +177,7 @@ def _check_into(report: Report, step, devices, modes, tols, seed, kernels: str =
                 module=ref.module, device="stand-in", mode="float32",
                 severity="info" if limit else "error"))
         ref = plain
-    runs: dict[tuple[str, str], _Raw] = {("cpu", "float32"): ref}
+    runs: dict[tuple[str, str], Raw] = {("cpu", "float32"): ref}
     broken = bool(ref.error or ref.nonfinite)
     if ref.error:
         kind = "the step called sys.exit" if ref.error_kind == "exit" else "the cpu float32 reference run raised"
@@ -591,7 +211,7 @@ def _check_into(report: Report, step, devices, modes, tols, seed, kernels: str =
             if cross and mode == "float32" and ref.rng_used:
                 # Dropout masks differ between the CPU and this device's generator: this
                 # device's own float32 run becomes the reference of its other runs.
-                dev_ref = _run(step, device, "float32", seed, keep=True)
+                dev_ref = run_once(step, device, "float32", seed, keep=True)
                 runs[(device, mode)] = dev_ref
                 report.runs.append(Run(device, mode, "not compared", loss=dev_ref.loss, error=(
                     "the step draws random numbers (dropout) and the CPU and "
@@ -603,13 +223,13 @@ def _check_into(report: Report, step, devices, modes, tols, seed, kernels: str =
             if mode == "float16":
                 raw = _settled(step, device, mode, seed, dev_ref, kernels, bench)
             else:
-                raw = _run(step, device, mode, seed, ref=dev_ref, kernels=kernels, bench=bench)
+                raw = run_once(step, device, mode, seed, ref=dev_ref, kernels=kernels, bench=bench)
             runs[(device, mode)] = raw
             report.runs.append(_row(step, raw, dev_ref, tols[mode], seed, cross and dev_ref is ref,
                                     report, runs, bench))
 
 
-def _row(step, raw: _Raw, ref: _Raw, tol: Tolerances, seed: int, cross: bool, report: Report,
+def _row(step, raw: Raw, ref: Raw, tol: Tolerances, seed: int, cross: bool, report: Report,
          runs: dict, bench=None) -> Run:
     run = Run(raw.device, raw.mode, "ok", loss=raw.loss, skipped_steps=raw.skipped_steps,
               scale=raw.scale, error=raw.error, kernels=raw.kernels, policy=raw.policy)
