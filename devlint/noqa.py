@@ -55,14 +55,16 @@ def file_skipped(text: str) -> bool:
     return any(NOQA_FILE.match(line) for line in split_lines(text))
 
 
-def apply(findings: Iterable[Finding], text: str) -> list[Finding]:
-    """The findings that no ``# noqa`` comment silences (flake8 semantics)."""
+def apply(findings: Iterable[Finding], text: str, line_map=None) -> list[Finding]:
+    """The findings that no ``# noqa`` comment silences (flake8 semantics). ``line_map``, a
+    function of the text giving what ``_line_map`` gives (a ``.get(line)``), stands in for it
+    (the language server's incremental one, :class:`devlint.lsp.noqa_lines.LineGroups`)."""
     findings = list(findings)
     if not findings or "noqa" not in text.lower():
         return findings
     if file_skipped(text):
         return []
-    mapping = _line_map(text)
+    mapping = (line_map or _line_map)(text)
     physical = split_lines(text)
     kept = []
     for finding in findings:

@@ -142,3 +142,37 @@ def test_utf16_and_utf8_units():
     for encoding in ("utf-16", "utf-8", "utf-32"):
         assert from_units(line, to_units(line, column, encoding), encoding) == column
     assert to_units("\ud800x", 1) == 1 and from_units("\ud800x", 1) == 1
+
+
+NOQA_PIECES = ('"""', "'''", "(", ")", "]", "{", "\\\n", "  # noqa\n", "\n", "    ", "\t", "'", "\f", "\r\n", "\r",
+               "x = (1,\n", "if a:\n  b\n", "s = '''\n", "pass\n")
+
+
+@pytest.mark.parametrize("name", ["r10_report.py", "seed_reference_example.py"])
+def test_the_noqa_line_map_of_random_edits_is_the_full_one(name):
+    from devlint.lsp.noqa_lines import LineGroups
+    from devlint.noqa import _line_map
+
+    rng = random.Random(name)
+    base = (LINT_FIXTURES / name).read_text()
+    text = "class Big:\n" + "".join(f"    def m{k}(self, x):  # noqa: DEV1{k}\n        return (x,\n            {k})\n\n"
+                                   for k in range(40)) + base
+    groups = LineGroups()
+    partial = eligible = 0
+    ready = False
+    for _ in range(120):
+        at = rng.randrange(len(text) + 1)
+        if rng.random() < 0.6:
+            new = text[:at] + rng.choice(NOQA_PIECES) + text[at:]
+        else:
+            new = text[:at] + text[at + rng.randrange(1, 6):]
+        mapping = groups.mapping(new)
+        expected = _line_map(new)
+        got = {line: mapping.get(line) for line in range(len(groups.groups) + 2) if mapping.get(line) is not None}
+        assert got == expected
+        if expected:  # it tokenizes: the next edit starts from it (else from the last one that did)
+            partial += ready and 0 < groups.tokenized < len(groups.groups) // 2
+            eligible += ready
+            text = new
+        ready = bool(expected)  # the map of a text that tokenized is kept for the next edit
+    assert partial >= eligible * 3 // 4 and eligible >= 20  # most edits re-tokenized a small part only

@@ -21,6 +21,7 @@ from ..incremental import StatementCache
 from ..inner_positions import KEY as INNER_KEY
 from ..notebook import Notebook
 from ..precheck import candidates
+from .noqa_lines import LineGroups
 from .settings import Settings, excluded
 
 logger = logging.getLogger(__name__)
@@ -65,6 +66,8 @@ class DocumentState:
     #: other project files the last findings read -> their content hash then
     #: (:mod:`devlint.project`): when one changes, the document is linted again
     deps: dict = field(default_factory=dict)
+    #: ``# noqa``'s line map, re-tokenized around each edit only
+    noqa_lines: LineGroups = field(default_factory=LineGroups)
 
 
 def _clean(text: str) -> str:
@@ -183,7 +186,7 @@ def lint_text(text: str, path: str | None, state: DocumentState, settings: Setti
         alive = {id(statement) for statement in state.cache.module.body}
         for key in [k for k in state.positions if k not in alive and k != INNER_KEY]:
             del state.positions[key]
-    findings = noqa.apply(findings, clean)
+    findings = noqa.apply(findings, clean, state.noqa_lines.mapping)
     if dropped:
         findings = [f for f in findings if not f.code.startswith(dropped)]
     state.good_text, state.good_findings = clean, findings
