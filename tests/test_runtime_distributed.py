@@ -132,6 +132,23 @@ def test_correct_models_pass(name):
     assert all(r.status == "ok" for r in _rows(report)), str(report)
 
 
+def test_an_autocast_region_the_step_opens_follows_cuda_rules_on_cpu_ranks():
+    # torch.mv of a float16 autocast output and a float32 query: CUDA autocast casts both to
+    # float16, CPU autocast raises; the ranks and the one-process runs stand in for GPUs
+    torch.manual_seed(0)
+    report = _check(steps.mv_pool_own_autocast(), fsdp=False)
+    assert report.ok, str(report)
+    rows = [r for r in report.runs if r.device == "cpu"]
+    assert [r.mode for r in rows] == ["1 process, 8 samples", "ddp rank 0/2", "ddp rank 1/2"]
+    assert {(r.policy, r.kernels) for r in rows} == {("cuda", "native")}
+    assert "cuda/native" in str(report)
+    torch.manual_seed(0)
+    cpu_rules = _check(steps.mv_pool_own_autocast(), fsdp=False, autocast_policy="cpu")
+    assert _kinds(cpu_rules) == ["step-error"] and "same dtype" in cpu_rules.findings[0].message
+    plain = _check(steps.custom_step(), fsdp=False)  # no autocast region: no rules to name
+    assert plain.ok and all(r.policy is None and r.kernels is None for r in plain.runs), str(plain)
+
+
 def test_find_unused_parameters_declared_turns_the_finding_into_a_note():
     report = _check(steps.unused_branch(), ddp_options={"find_unused_parameters": True})
     assert report.ok, str(report)

@@ -18,6 +18,7 @@ import torch
 import torch.nn as nn
 
 from .names import first_line
+from .own_autocast import OwnAutocast
 from .sharding import shard_batch, truncate
 from .step import Parameters, TrainingStep, map_tensors, scalar_loss
 
@@ -70,6 +71,9 @@ class Job:
     # would move tensors to shared memory, so every rank (and the caller's model) would train
     # one and the same storage.
     payload: bytes | None = None
+    # what autocast regions the step opens follow on a CPU rank (:mod:`.own_autocast`)
+    policy: str = "cuda"
+    kernels: str = "native"
 
 
 def _cpu(t: torch.Tensor | None) -> torch.Tensor | None:
@@ -181,8 +185,11 @@ def _gloo_sync_batchnorm(model: nn.Module) -> None:
 def rank_work(rank: int, job: Job, device: torch.device, mark, out: dict) -> None:
     """What one rank does once it is in the process group: build the step, run it under DDP
     on its shard (then under FSDP), and put what the check compares into ``out`` (``as_built``,
-    ``loss``, ``grads``, ``after``, ``fsdp``). ``mark(phase)`` is called as each phase of
-    :data:`_PHASES` starts. Exceptions from the step propagate."""
+    ``loss``, ``grads``, ``after``, ``fsdp``, and ``autocast``: the dtypes of the autocast
+    regions the step opened, which on a CPU rank follow ``job.policy`` with ``job.kernels``,
+    :class:`devlint.runtime.own_autocast.OwnAutocast`). ``mark(phase)`` is called as each
+    phase of :data:`devlint.runtime.rank_processes.PHASES` starts. Exceptions from the step
+    propagate."""
     import torch.distributed as dist
 
     mark("building the step")
@@ -201,12 +208,16 @@ def rank_work(rank: int, job: Job, device: torch.device, mark, out: dict) -> Non
     ddp = _ddp_class()(model, device_ids=ids, **job.ddp_kwargs)
     dist.barrier()
     mark("forward (loss_fn)")
-    out["loss"], out["grads"] = step_once(step, ddp, model, batch, job.seed, mark)
+    rules = OwnAutocast(device.type, job.policy, job.kernels, model)
+    with rules:
+        out["loss"], out["grads"] = step_once(step, ddp, model, batch, job.seed, mark)
     out["after"] = params_of(model)
     if job.fsdp:
         del ddp
         mark("forward (loss_fn)", "FSDP ")
-        out["fsdp"] = _fsdp_run(pristine, step, batch, job, lambda n: mark(n, "FSDP "))
+        with rules:
+            out["fsdp"] = _fsdp_run(pristine, step, batch, job, lambda n: mark(n, "FSDP "))
+    out["autocast"] = sorted(rules.dtypes)
 
 
 def _fsdp_run(model, step, batch, job, mark) -> dict:

@@ -131,7 +131,7 @@ def _check(step, devices, modes, tolerances, seed, extra_warnings=(), world_size
     if world_size is not None:  # first: its ranks fork from this process before CUDA starts here
         from .distributed import for_check_step
 
-        dist, dist_caught = for_check_step(step, devices, seed, world_size, target, joined)
+        dist, dist_caught = for_check_step(step, devices, seed, world_size, target, joined, policy, cpu_kernels)
         if dist is None:  # a torchrun rank other than 0: rank 0 reports
             return None
     report = Report(step.name, seed, torch.__version__, cpu_kernels=cpu_kernels, autocast_policy=policy)

@@ -6,6 +6,7 @@ parameter name."""
 
 from __future__ import annotations
 
+import contextlib
 import copy
 from dataclasses import dataclass, field
 
@@ -13,6 +14,7 @@ import torch
 import torch.nn as nn
 
 from .ddp_rank import params_of, step_once
+from .own_autocast import OwnAutocast
 from .step import Parameters, TrainingStep, map_tensors
 
 __all__ = ["One", "one_process", "averaged"]
@@ -48,10 +50,11 @@ def _bn_hooks(model: nn.Module, sink: list):
 
 
 def one_process(step: TrainingStep, batch, seed: int, device: str, grads: dict | None = None,
-                 bn: bool = False, shard: bool = False) -> One:
+                 bn: bool = False, shard: bool = False, rules: OwnAutocast | None = None) -> One:
     """The step in this process on a deep copy of the model: its own gradients, or (``grads``
     given) the optimizer step on those gradients (``after`` is None for a ``step_fn``). A
-    ``shard`` run does not clip gradients (DDP clips the average)."""
+    ``shard`` run does not clip gradients (DDP clips the average). ``rules``: what autocast
+    regions the step opens follow (as on the ranks), and where their dtypes are recorded."""
     model = copy.deepcopy(step.model).to(device)
     before = params_of(model)
     sink: list = []
@@ -71,8 +74,9 @@ def one_process(step: TrainingStep, batch, seed: int, device: str, grads: dict |
         return One(None, grads, before, params_of(model))
     handles = _bn_hooks(model, sink) if bn else []
     try:
-        loss, grads = step_once(step, model, model, map_tensors(lambda t: t.to(device), batch), seed,
-                                 clip=not shard)
+        with rules if rules is not None else contextlib.nullcontext():
+            loss, grads = step_once(step, model, model, map_tensors(lambda t: t.to(device), batch), seed,
+                                    clip=not shard)
     finally:
         for h in handles:
             h.remove()

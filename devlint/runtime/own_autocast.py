@@ -1,0 +1,78 @@
+"""Autocast regions a step opens itself, in runs that devlint does not wrap in its own autocast.
+
+The distributed check's runs (every DDP/FSDP rank and the one-process runs it is compared
+with) are float32 runs of the step; a ``step_fn`` written as in training opens its own
+region, ``torch.autocast(device_type=x.device.type, dtype=torch.float16)``. On a CPU rank that
+region is CPU autocast, whose casting rules are not a GPU's (see
+:mod:`devlint.runtime.autocast_policy`): ``torch.mv`` of an autocast output and a float32
+parameter raises there and runs on a GPU. While :class:`OwnAutocast` is active, a CPU
+autocast region follows the same rules and computes its bfloat16/float16 GEMMs and
+convolutions with the same kernels as the single-process check's low-precision runs (CUDA's
+rules and the ``cpu_kernels`` choice, :mod:`devlint.runtime.emulate`), and the dtype of every
+enabled region of the run's device is recorded, so that each row says which rules applied.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+import torch
+
+from . import autocast_policy, emulate
+
+__all__ = ["OwnAutocast"]
+
+
+class OwnAutocast:
+    """A reusable context manager for the runs on ``device`` (``"cpu"`` or ``"cuda"``): on the
+    CPU, CPU autocast regions follow ``policy`` (one of
+    :data:`devlint.runtime.autocast_policy.POLICIES`) and low-precision GEMMs/convolutions run
+    as ``kernels`` says (``"emulated"`` or ``"native"``, already resolved from ``"auto"``;
+    ``model`` picks the emulation, :func:`devlint.runtime.emulate.cpu_kernels`). On CUDA
+    nothing changes (the GPU's own autocast). ``dtypes`` collects ``"bfloat16"``/``"float16"``
+    for every enabled ``torch.autocast`` region of ``device`` opened while it is active (one
+    process; ``torch.autocast.__enter__`` is wrapped for that time).
+
+    Raises:
+        ValueError: an unknown ``policy`` or ``kernels`` value (on entry).
+    """
+
+    def __init__(self, device: str, policy: str = "cuda", kernels: str = "native", model=None):
+        self.device, self.policy, self.kernels, self.model = device, policy, kernels, model
+        self.dtypes: set[str] = set()
+        self._stack: contextlib.ExitStack | None = None
+
+    def __enter__(self) -> OwnAutocast:
+        stack = contextlib.ExitStack()
+        if self.device == "cpu":
+            stack.enter_context(autocast_policy.policy(self.policy))
+            # the step picks the dtype: either emulation acts per op on bfloat16 and float16 alike
+            stack.enter_context(emulate.cpu_kernels("cpu", torch.bfloat16, self.kernels, self.model))
+        cls = torch.amp.autocast_mode.autocast
+        real, seen, device = cls.__enter__, self.dtypes, self.device
+
+        def enter(region):
+            out = real(region)
+            if getattr(region, "_enabled", False) and region.device == device:
+                seen.add(str(region.fast_dtype).removeprefix("torch."))
+            return out
+
+        cls.__enter__ = enter
+        stack.callback(setattr, cls, "__enter__", real)
+        self._stack = stack
+        return self
+
+    def __exit__(self, *exc) -> bool:
+        if self._stack is not None:
+            self._stack.close()
+            self._stack = None
+        return False
+
+    def label(self, dtypes=None) -> tuple[str | None, str | None]:
+        """``(Run.policy, Run.kernels)`` for a row whose run opened the regions ``dtypes``
+        (default: those seen here): ``(None, None)`` when it opened none; on the CPU the policy
+        and the kernels; on CUDA ``("cuda", None)``."""
+        dtypes = self.dtypes if dtypes is None else dtypes
+        if not dtypes:
+            return None, None
+        return (self.policy, self.kernels) if self.device == "cpu" else (self.device, None)
