@@ -12,7 +12,6 @@ import ast
 import bisect
 import gc
 import os
-import re
 import sys
 from typing import Sequence
 
@@ -25,6 +24,7 @@ from . import syntax
 from . import walk
 from . import precheck as _precheck
 from .context import Context
+from .defuse import defuse
 from .finding import PARSE_ERROR, Edit, Finding, Fix
 from .guard_tracking import GuardTracker
 from .inner_positions import place_inside
@@ -109,7 +109,7 @@ def lint(
             over = [Finding(path, kept + 1, 0, PARSE_ERROR, f"lines {kept + 1:,}-{total:,} skipped: over the "
                             f"{syntax.LINE_BUDGET:,}-line budget, split the file", kept + 1, 0)]
         text, removed = syntax.for_libcst(text, tree)
-        text, skipped = _defuse(text, path)
+        text, skipped = defuse(text, path)
         if skipped:
             tree = None  # the pre-check reads the text libcst gets
         skipped += over
@@ -232,7 +232,7 @@ def lint_parsed_by(
     finds no candidate rule reports no error, as :func:`lint` with its pre-check. No ``# noqa``
     applied. What ``narrow`` raises, and what ``parse`` raises that is no ``Exception``,
     propagates (a caller's cancellation)."""
-    body, skipped = _defuse(text, path)
+    body, skipped = defuse(text, path)
     collecting = gc.isenabled()
     gc.disable()  # a full pass of the collector over a large tree costs more than the lint
     try:
@@ -484,63 +484,6 @@ def lint_module(
         sys.setrecursionlimit(limit)
         if collecting:
             gc.enable()
-
-
-
-
-#: libcst's parser is superlinear in the length of one chain of binary operators or trailers
-#: (``a + b + ...``, ``a.b.c...``, ``f()()...``, ``x[0][0]...``: 2,000 terms take seconds, 3,000
-#: terms 30 s), though linear in the elements of a literal (a 5 MB list is fine). Lines this
-#: long holding a chain this long are blanked and reported instead.
-LONG_LINE, MANY_OPERATORS = 10_000, 1_000
-_CHAIN_PART = re.compile(r"""[-+*/|&%@.(\[{)\]},;:'"\\#]""")
-
-
-def _longest_chain(line: str) -> int:
-    """The most operators and trailers at one bracket depth of ``line`` with no ``,``, ``;``
-    or ``:`` between them (string literals and a comment left out): the length of its
-    longest chain, roughly. A literal's elements are separated by commas, so a long list of
-    ``-1.5`` counts 2."""
-    depth_counts, best, quote, escaped = [0], 0, "", -1
-    for match in _CHAIN_PART.finditer(line):
-        char, at = match.group(), match.start()
-        if quote:
-            if char == "\\" and at != escaped:
-                escaped = at + 1
-            elif char == quote and at != escaped:
-                quote = ""
-            continue
-        if char in "'\"":
-            quote = char
-        elif char == "#":
-            break
-        elif char in ",;:":
-            depth_counts[-1] = 0
-        elif char in "([{":
-            depth_counts[-1] += 1
-            best = max(best, depth_counts[-1])
-            depth_counts.append(0)
-        elif char in ")]}":
-            if len(depth_counts) > 1:
-                depth_counts.pop()
-        else:
-            depth_counts[-1] += 1
-            best = max(best, depth_counts[-1])
-    return best
-
-
-def _defuse(text: str, path: str) -> tuple[str, list[Finding]]:
-    """Replace pathological lines by ``...`` (same indentation) and report each as DEV000."""
-    if len(text) < LONG_LINE:
-        return text, []
-    lines = text.split("\n")
-    skipped = []
-    for i, line in enumerate(lines):
-        if len(line) > LONG_LINE and _longest_chain(line) > MANY_OPERATORS:
-            indent = line[: len(line) - len(line.lstrip())]
-            lines[i] = indent + "..."
-            skipped.append(Finding(path, i + 1, 0, PARSE_ERROR, f"could not analyse: line of {len(line)} characters is too long (a chain of over {MANY_OPERATORS} operators), skipped", i + 1, 0))
-    return ("\n".join(lines), skipped) if skipped else (text, [])
 
 
 def _syntax_error(text: str, exc: cst.ParserSyntaxError) -> tuple[int, int, str]:

@@ -14,7 +14,8 @@ import io
 import pytest
 
 from devlint import cli, source
-from devlint.engine import _longest_chain, lint
+from devlint.defuse import longest_chain
+from devlint.engine import lint
 from devlint.finding import Edit, Finding, Fix
 from devlint.fix import apply, fix_source, write_atomic
 from devlint.notebook import cell_lines
@@ -268,11 +269,11 @@ def test_output_file_with_an_undecodable_file_name(tmp_path, fmt):
 # ---- the huge-literal defuse ----------------------------------------------------------------
 
 def test_only_long_chains_are_defused():
-    assert _longest_chain("x = [" + ", ".join(["-1.5e-3"] * 5000) + "]") <= 3
-    assert _longest_chain("x = {" + ", ".join(f"'k.{i}': a.b" for i in range(5000)) + "}") <= 2
-    assert _longest_chain("x = " + " + ".join(["a"] * 1500)) == 1499
-    assert _longest_chain("x = a" + "(1, 2)" * 1500) == 1500
-    assert _longest_chain("s = 'a+b+c\\'+d' # + + + +") == 0
+    assert longest_chain("x = [" + ", ".join(["-1.5e-3"] * 5000) + "]") <= 3
+    assert longest_chain("x = {" + ", ".join(f"'k.{i}': a.b" for i in range(5000)) + "}") <= 2
+    assert longest_chain("x = " + " + ".join(["a"] * 1500)) == 1499
+    assert longest_chain("x = a" + "(1, 2)" * 1500) == 1500
+    assert longest_chain("s = 'a+b+c\\'+d' # + + + +") == 0
 
 
 def test_a_long_one_line_list_is_linted():
