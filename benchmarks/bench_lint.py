@@ -71,26 +71,26 @@ for p in open(sys.argv[1]).read().splitlines():
 # Scaling: argv[1] is a file of real code, argv[2] a size; lints it as pieces of about that
 # many lines (cut between top-level statements, so every size covers the same code) and prints
 # "<lines> <CPU s> <peak RSS MB> <bare libcst CPU s or -1> <CPU s in devlint's libcst parse>
-# <rules run per line>" (the parse share is timed around engine.parse_module, which every
+# <rules run per line>" (the parse share is timed around parsing.parse_module, which every
 # piece devlint parses goes through; the rest is devlint's own work).
 SCALE = """import gc, json, resource, subprocess, sys, time
-from devlint import engine
+from devlint import engine, parsing
 parse_cpu = [0.0]
-_parse_module = engine.parse_module
+_parse_module = parsing.parse_module
 def timed_parse(text):
     t = time.process_time()
     try:
         return _parse_module(text)
     finally:
         parse_cpu[0] += time.process_time() - t
-engine.parse_module = timed_parse
+parsing.parse_module = timed_parse
 text = open(sys.argv[1], encoding='utf-8').read()
 size = int(sys.argv[2])
 lines = text.split('\\n')
 # the cuts come from another process: the stdlib tree of 200k lines (~500 MB) would set this
 # process's peak RSS before devlint runs
-cuts = json.loads(subprocess.run([sys.executable, '-c', 'import ast, json, sys; from devlint import engine; '
-    'print(json.dumps(engine._cuts(ast.parse(open(sys.argv[1], encoding=\\'utf-8\\').read()), int(sys.argv[2])) or [0]))',
+cuts = json.loads(subprocess.run([sys.executable, '-c', 'import ast, json, sys; from devlint import parsing; '
+    'print(json.dumps(parsing.cuts_by_tree(ast.parse(open(sys.argv[1], encoding=\\'utf-8\\').read()), int(sys.argv[2])) or [0]))',
     sys.argv[1], sys.argv[2]], capture_output=True, text=True, check=True).stdout)
 bounds = [*cuts, len(lines)]
 pieces = ['\\n'.join(lines[a:b]) + '\\n' for a, b in zip(bounds, bounds[1:])]

@@ -139,13 +139,13 @@ def _fixture_and_case_files():
 
 
 def test_parsing_in_pieces_keeps_the_code_and_the_findings(monkeypatch):
-    """Long files are parsed in pieces joined into one Module (engine.CHUNK_LINES): with tiny
+    """Long files are parsed in pieces joined into one Module (parsing.CHUNK_LINES): with tiny
     pieces, every fixture and case renders back to its exact text and gives the same findings."""
-    from devlint import engine
+    from devlint import parsing
 
     files = _fixture_and_case_files()
     whole = {path: lint(path.read_bytes(), str(path)) for path in files}
-    monkeypatch.setattr(engine, "CHUNK_LINES", 4)
+    monkeypatch.setattr(parsing, "CHUNK_LINES", 4)
     pieces = 0
     for path in files:
         text = path.read_text(encoding="utf-8")
@@ -153,21 +153,21 @@ def test_parsing_in_pieces_keeps_the_code_and_the_findings(monkeypatch):
             tree = ast.parse(text)
         except SyntaxError:
             continue
-        cuts = engine._cuts(tree)
+        cuts = parsing.cuts_by_tree(tree)
         pieces += bool(cuts)
-        assert engine._parse(text, cuts).code == text, path
+        assert parsing.parse_in_pieces(text, cuts).code == text, path
         assert lint(path.read_bytes(), str(path)) == whole[path], path
     assert pieces > 10
 
 
 def test_cuts_found_in_the_text_keep_the_code_and_the_findings(monkeypatch):
     """Without a stdlib tree (pre-check off) a long text is cut where its lines say
-    (engine._text_cuts) and the first lines of statements come from the ast of the reported
+    (parsing.cuts_by_text) and the first lines of statements come from the ast of the reported
     pieces only: every fixture and case renders back to its text and gives the findings of
     the ast-cut parse."""
-    from devlint import engine
+    from devlint import parsing
 
-    monkeypatch.setattr(engine, "CHUNK_LINES", 4)
+    monkeypatch.setattr(parsing, "CHUNK_LINES", 4)
     pieces = 0
     for path in _fixture_and_case_files():
         text = path.read_text(encoding="utf-8")
@@ -176,11 +176,11 @@ def test_cuts_found_in_the_text_keep_the_code_and_the_findings(monkeypatch):
         except SyntaxError:
             continue
         lines = text.split("\n")
-        cuts = engine._text_cuts(lines, 4)
+        cuts = parsing.cuts_by_text(lines, 4)
         if cuts and "\r" not in text:
-            parsed = engine._parse_pieces(lines, cuts)
+            parsed = parsing.parse_pieces(lines, cuts)
             assert parsed is not None, path
-            assert engine._join(parsed, text).code == text, path
+            assert parsing.join_pieces(parsed, text).code == text, path
             pieces += 1
         assert lint(text, str(path), precheck=False) == lint(text, str(path), precheck=False, tree=tree), path
     assert pieces > 10
@@ -189,9 +189,9 @@ def test_cuts_found_in_the_text_keep_the_code_and_the_findings(monkeypatch):
 def test_a_misjudged_text_cut_falls_back(monkeypatch):
     """A ``def`` at column 0 inside a string, a multi-line decorator and a bracket: the piece
     before such a cut does not parse, and the text is cut by its stdlib tree instead."""
-    from devlint import engine
+    from devlint import parsing
 
-    monkeypatch.setattr(engine, "CHUNK_LINES", 4)
+    monkeypatch.setattr(parsing, "CHUNK_LINES", 4)
     text = (
         "import torch\n" + "x = 1\n" * 5
         + 'DOC = """\ndef not_code():\n    pass\n"""\n' + "y = 2\n" * 5
@@ -200,17 +200,17 @@ def test_a_misjudged_text_cut_falls_back(monkeypatch):
         + "def h():\n    return torch.cuda.amp.GradScaler()\n"
     )
     lines = text.split("\n")
-    cuts = engine._text_cuts(lines, 4)
-    assert cuts and engine._parse_pieces(lines, cuts) is None  # the cut inside DOC
+    cuts = parsing.cuts_by_text(lines, 4)
+    assert cuts and parsing.parse_pieces(lines, cuts) is None  # the cut inside DOC
     found = lint(text, "long.py", precheck=False)
     assert found == lint(text, "long.py", precheck=False, tree=ast.parse(text))
     assert [(f.code, f.line) for f in found] == [("DEV206", 20), ("DEV206", 34)]
 
 
 def test_a_syntax_error_in_a_long_file_is_reported_at_its_line(monkeypatch):
-    from devlint import engine
+    from devlint import parsing
 
-    monkeypatch.setattr(engine, "CHUNK_LINES", 4)
+    monkeypatch.setattr(parsing, "CHUNK_LINES", 4)
     text = "import torch\n" + "x = 1\n" * 20 + "def f(:\n    pass\n" + "y = 2\n" * 20
     found = lint(text, "long.py", precheck=False)
     assert [(f.code, f.line) for f in found] == [("DEV000", 22)]

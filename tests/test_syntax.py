@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from devlint import syntax
-from devlint.engine import lint, parse_module
+from devlint.engine import lint
+from devlint.parsing import parse_module
 from devlint.fix import fix_source
 
 from conftest import devlint, flake8, parse_findings
