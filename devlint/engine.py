@@ -16,7 +16,6 @@ import sys
 from typing import Sequence
 
 import libcst as cst
-from libcst.metadata import MetadataWrapper, PositionProvider
 
 from . import parse_failures
 from . import parsing
@@ -28,8 +27,7 @@ from .context import Context
 from .defuse import defuse
 from .finding import PARSE_ERROR, Edit, Finding, Fix
 from .guard_tracking import GuardTracker
-from .inner_positions import place_inside
-from .positions import as_range, statement_ranges
+from .positions import reported_ranges
 from .rule import Analysis, Rule
 from .rules import all_rules
 
@@ -234,7 +232,7 @@ def lint_module(
     raises: an internal failure gives one ``DEV000`` naming it. ``tree`` is as for :func:`lint`
     (or the first lines of its top-level statements). ``positions``, a dict the caller keeps
     between calls on the same document, memoises the positions of each top-level statement
-    that had findings (see :func:`_positions`); a caller that re-uses unchanged statement nodes
+    that had findings (see :func:`devlint.positions.reported_ranges`); a caller that re-uses unchanged statement nodes
     (immutable) then never renders them again. ``project`` is as for :func:`lint`."""
     rules = enabled_rules(select, ignore) if rules is None else rules
     if not rules:
@@ -251,105 +249,6 @@ def lint_module(
         sys.setrecursionlimit(limit)
         if collecting:
             gc.enable()
-
-
-def _positions(module: cst.Module, text: str, wanted: dict[int, list], tree: ast.Module | None,
-               memo: dict | None = None):
-    """Node -> CodeRange for the reported nodes only.
-
-    ``wanted`` maps a top-level statement index to the nodes reported in it. Each such
-    statement is rendered alone with libcst's ``PositionProvider`` and shifted by its first
-    line, taken from the stdlib ``ast`` (about 10x cheaper to parse than libcst); without a
-    usable ``ast`` the whole module is rendered. ``tree`` may also be the list of first lines of
-    the ``ast``'s top-level statements (:func:`devlint.parsing.top_starts`), or a :class:`devlint.parsing.PieceStarts`. ``memo`` (``id(statement)`` ->
-    the statement, the module's indent and newline, its rendered positions) keeps the rendering
-    of each statement for the next call: the positions inside a statement rendered alone depend
-    only on that (immutable) node and on the module's default indent and newline."""
-    if tree is None:
-        try:
-            tree = ast.parse(text)
-        except (SyntaxError, RecursionError, MemoryError, ValueError):
-            tree = None
-    if isinstance(tree, parsing.PieceStarts):
-        pieces = tree
-        starts: dict[int, int] = {}
-        for index in wanted:
-            start = pieces.start(module, index)
-            if start is None:
-                return MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
-            starts[index] = start
-    else:
-        tops = tree if isinstance(tree, list) else parsing.top_starts(tree) if tree is not None else None
-        starts = parsing.statement_starts(module.body, tops) if tops is not None else None  # type: ignore[assignment]
-        if not starts:
-            return MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
-        pieces = None
-    found: dict = {}
-    missing: list = []
-    deep = memo is not None and pieces is None and "\r" not in text
-    for index, nodes in wanted.items():
-        if deep and place_inside(module, index, starts[index], nodes, found, memo, walk.children):
-            continue
-        _place(module, index, starts[index], nodes, found, missing, memo)
-    if missing:  # reported with another statement's index (a fix that edits an import too)
-        located = _locate(module, {id(node) for node in missing})
-        regrouped: dict[int, list] = {}
-        for node in missing:
-            index = located.get(id(node))
-            if index is None:
-                return MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
-            regrouped.setdefault(index, []).append(node)
-        lost: list = []
-        for index, nodes in regrouped.items():
-            start = starts[index] if pieces is None else pieces.start(module, index)
-            if start is None:
-                return MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
-            _place(module, index, start, nodes, found, lost, memo)
-        if lost:  # pragma: no cover - _locate found them there
-            return MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
-    return found
-
-
-def _place(module: cst.Module, index: int, start: int, nodes: list, found: dict, missing: list,
-           memo: dict | None = None) -> None:
-    """Positions of ``nodes`` found in top-level statement ``index`` (first line ``start``),
-    rendered alone (or taken from ``memo``, see :func:`_positions`), into ``found``; the nodes it
-    does not hold are appended to ``missing``."""
-    statement = module.body[index]
-    style = (module.default_indent, module.default_newline)
-    kept = memo.get(id(statement)) if memo is not None else None
-    if kept is not None and kept[0] is statement and kept[1] == style:
-        where = kept[2]
-    else:
-        where = statement_ranges(statement, *style)
-        if memo is not None:
-            memo[id(statement)] = (statement, style, where)
-    decorators = getattr(statement, "decorators", None)
-    shift = start - where[decorators[0] if decorators else statement][0]
-    for node in nodes:
-        span = where.get(node)
-        if span is None:
-            missing.append(node)
-            continue
-        found[node] = as_range(span, shift)
-
-
-def _locate(module: cst.Module, ids: set[int]) -> dict[int, int]:
-    """``id(node) -> index of the top-level statement holding it`` for the nodes whose ids
-    are given, found by a walk of the children (no code generation), which stops once all are
-    found."""
-    left, located = set(ids), {}
-    for index, statement in enumerate(module.body):
-        stack = [statement]
-        while stack:
-            node = stack.pop()
-            if id(node) in left:
-                located[id(node)] = index
-                left.discard(id(node))
-                if not left:
-                    return located
-            stack.extend(walk.children(node))
-    return located
 
 
 def _fix(pending, positions, module: cst.Module, text: str, starts: list[int]) -> Fix | None:
@@ -437,7 +336,7 @@ def _findings(module: cst.Module, path: str, text: str, ctx: Context, tree, memo
         wanted.setdefault(index, []).append(node)
         if fix is not None:
             wanted[index].extend(n for n, _ in fix.replacements)
-    positions = _positions(module, text, wanted, tree, memo)
+    positions = reported_ranges(module, text, wanted, tree, memo)
     findings = set()
     starts: list[int] = []
     for rule, node, message, fix, _ in ctx.reports:

@@ -1,7 +1,7 @@
 """Positions of reported nodes without rendering the whole top-level statement that holds them.
 
 The engine places a finding by rendering its top-level statement alone with libcst's
-``PositionProvider`` (:func:`devlint.engine._place`). In a class of thousands of lines (a
+``PositionProvider`` (:func:`devlint.positions.reported_ranges`). In a class of thousands of lines (a
 ``Trainer``) that rendering costs more than the lint, and the language server did it on every
 keystroke, since an edit makes a new class node. :func:`place_inside` descends instead from the
 top-level statement into the indented body of each ``class``/``def``/``if``/``for``/``while``/

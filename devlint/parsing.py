@@ -29,7 +29,7 @@ def parse_by_text(text: str) -> "tuple[cst.Module, PieceStarts | list[int] | Non
     first lines of its statements come from the ``ast`` of only the pieces that hold a finding
     (:class:`PieceStarts`). When a piece does not parse (a cut the text misjudged, or a syntax
     error) the text is cut by its stdlib tree as before, or parsed whole if that fails too.
-    Returns the module and what :func:`_positions` takes as ``tree``; raises what
+    Returns the module and what :func:`devlint.positions.reported_ranges` takes as ``tree``; raises what
     ``libcst.parse_module(text)`` raises."""
     lines = text.split("\n")
     cuts = cuts_by_text(lines, CHUNK_LINES)

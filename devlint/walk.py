@@ -182,7 +182,7 @@ def tables(participants: Iterable[Participant]) -> tuple[dict, dict]:
 
 
 def children(node: cst.CSTNode):
-    """The children of ``node`` that the walk visits (decorators included), as :func:`devlint.engine._locate`."""
+    """The children of ``node`` that the walk visits (decorators included), as :func:`devlint.positions._locate` walks them."""
     kind = node.__class__
     if kind is cst.FunctionDef or kind is cst.ClassDef:
         yield from node.decorators
