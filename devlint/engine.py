@@ -9,7 +9,6 @@ files that have findings.
 from __future__ import annotations
 
 import ast
-import bisect
 import gc
 import os
 import sys
@@ -17,6 +16,7 @@ from typing import Sequence
 
 import libcst as cst
 
+from . import fix_assembly
 from . import parse_failures
 from . import parsing
 from . import precheck as _precheck
@@ -25,7 +25,7 @@ from . import syntax
 from . import walk
 from .context import Context
 from .defuse import defuse
-from .finding import PARSE_ERROR, Edit, Finding, Fix
+from .finding import PARSE_ERROR, Finding
 from .guard_tracking import GuardTracker
 from .positions import reported_ranges
 from .rule import Analysis, Rule
@@ -251,57 +251,6 @@ def lint_module(
             gc.enable()
 
 
-def _fix(pending, positions, module: cst.Module, text: str, starts: list[int]) -> Fix | None:
-    """A rule's :class:`NodeFix` -> a :class:`Fix` with positions (``None`` if unplaceable).
-
-    A replacement given as a function is called with the node's source text and the
-    indentation of the line it starts on (see :class:`devlint.rule.NodeFix`). A node's source
-    (libcst's code generation, which a rule's replacement is made from) includes the node's
-    own parentheses while its position leaves them out: the edit is widened over them. Each
-    edit carries that source, checked against the text at its positions before it is applied
-    (:mod:`devlint.fix`). ``starts`` are the offsets of ``text``'s lines."""
-    edits = []
-    for node, replacement in pending.replacements:
-        where = positions.get(node)
-        if where is None:
-            return None
-        original = module.code_for_node(node)
-        try:
-            begin = source_text.offset(starts, text, where.start.line, where.start.column)
-            stop = source_text.offset(starts, text, where.end.line, where.end.column)
-        except ValueError:
-            return None
-        lpar, rpar = getattr(node, "lpar", ()), getattr(node, "rpar", ())
-        if isinstance(lpar, (list, tuple)) and isinstance(rpar, (list, tuple)):  # With.lpar may be a sentinel
-            begin -= sum(len(module.code_for_node(p)) for p in lpar)
-            stop += sum(len(module.code_for_node(p)) for p in rpar)
-        if begin < 0:
-            return None
-        if callable(replacement):
-            # code_for_node does not know the indentation of an enclosing block, so a compound
-            # statement is checked by its first line and handed over as the file's own text
-            segment = text[begin:stop]
-            if segment.split("\n", 1)[0] != original.split("\n", 1)[0][: len(segment.split("\n", 1)[0])]:
-                return None
-            original = segment
-        elif text[begin:stop] != original:
-            return None
-        if callable(replacement):
-            line_start = starts[bisect.bisect_right(starts, begin) - 1]
-            first = text[line_start:begin]
-            replacement = replacement(original, first[: len(first) - len(first.lstrip(" \t"))])
-            if replacement is None:
-                return None
-        edits.append(Edit(*_position(starts, begin), *_position(starts, stop), replacement, original))
-    return Fix(pending.description, tuple(edits), pending.safe)
-
-
-def _position(starts: list[int], at: int) -> tuple[int, int]:
-    """(1-based line, 0-based column) of offset ``at``."""
-    line = bisect.bisect_right(starts, at)
-    return line, at - starts[line - 1]
-
-
 def _analyse(module: cst.Module, path: str, text: str, rules: Sequence[type[Rule]], tree=None,
              memo: dict | None = None, project=None) -> list[Finding]:
     ctx = Context(path, text)
@@ -342,7 +291,7 @@ def _findings(module: cst.Module, path: str, text: str, ctx: Context, tree, memo
     for rule, node, message, fix, _ in ctx.reports:
         if fix is not None:
             starts = starts or source_text.line_starts(text)
-            fix = _fix(fix, positions, module, text, starts)
+            fix = fix_assembly.assemble(fix, positions, module, text, starts)
         where = positions.get(node)
         if where is None:
             continue
