@@ -6,6 +6,7 @@ Run it by hand with the interpreter of the venv that has devlint installed (not 
     .venv/bin/python benchmarks/seeded.py                  # every package, every mutant
     .venv/bin/python benchmarks/seeded.py --only d2l,skorch --missed 40
     .venv/bin/python benchmarks/seeded.py --budget 5       # at most 5 mutants per package
+    .venv/bin/python benchmarks/seeded.py --set heldout    # the held-out packages only (validation)
 
 Mature libraries hold almost no DEV111 bug (their loops were fixed long ago), so recall on real
 code is measured by seeding one: the packages of ``ecosystem.py`` (and a few more with training
@@ -19,12 +20,21 @@ item of it) becomes a mutant with that one move removed, in one of these shapes:
 * ``y = e.to(d)``: an assignment of a moved item to another name (``y = e``);
 * ``tuple half``: one element of ``x, y = x.to(d), y.to(d)``;
 * ``call arg``: a move written in a call's argument, ``model(x.to(d))`` -> ``model(x)``;
+* ``chained``: (held-out shapes) a move that opens a chain, ``x.to(d).float() / 255`` -> ``x.float() / 255``;
 * ``.cuda()``: any of these where the move is ``.cuda()``.
+
+``HELDOUT`` is a second group of packages (plain training scripts and trainers) kept for
+validation: tune DEV111 on the default set, then check it on ``--set heldout`` (reported on its
+own). It is mutated with wider shapes (``wide``): the chained move, annotated assignments and
+tuple literals (``inputs = (a.to(d), b.to(d))``), and items a call unpacks from the batch
+(``imgs, pids = self.parse_data_for_train(data)``); ``--wide`` applies them to the default set.
 
 A mutant is kept only when the model is known to be on a device (the function or the module
 moves a module-like name with ``.to``/``.cuda``, or another item of the same batch is still
 moved after the mutation: the author's own code then says where the model lives) and the
-unmoved value still reaches a call. Moves of a whole batch (``{k: v.to(d) for ...}``,
+unmoved value still reaches a call (not only through a later move of it). No mutant is made of a
+move that only aligns two results (``y.to(scores.device)``, ``scores`` computed in the function), nor
+where the device is ``torch.device("cpu")`` (the model is on the CPU too). Moves of a whole batch (``{k: v.to(d) for ...}``,
 ``batch.to(d)`` of the loop's only name) are not "one item" and are left alone.
 
 Each mutant (one edited file, line numbers kept) is linted in process with ``--select DEV111``;
@@ -49,43 +59,7 @@ sys.path.insert(0, str(HERE.parent))
 
 import ecosystem  # noqa: E402  (the pinned packages and their fetch/cache)
 
-#: packages with training loops beyond ecosystem.py's (fetched the same way)
-EXTRA = [
-    ecosystem.Package("pytorch-tabnet", "4.1.0", why="abstract_model.py: fit/predict loops, .to(device) of batches"),
-    ecosystem.Package("flair", "0.15.1", why="trainers and model forward passes: batches moved to flair.device"),
-    ecosystem.Package("simpletransformers", "0.70.8", why="train/eval loops of many task models: batch items moved"),
-    ecosystem.Package("avalanche-lib", "0.6.0", why="continual-learning strategies: mini-batch moves, eval loops"),
-    ecosystem.Package("torchattacks", "3.5.1", why="adversarial attacks: images and labels moved to the model's device"),
-    ecosystem.Package("pytorch-widedeep", "1.7.0", why="training/ trainers: fit and predict loops over batches"),
-    ecosystem.Package("pytorch-metric-learning", "2.9.0", why="trainers and testers: embeddings of moved batches"),
-    ecosystem.Package("torchensemble", "0.2.0", why="ensemble fit/evaluate loops, one per method"),
-    ecosystem.Package("pykeen", "1.11.1", why="training loops of knowledge-graph embedding models"),
-]
-PACKAGES = ecosystem.PACKAGES + EXTRA
-#: held out: training scripts and trainers kept for validation of DEV111 (never tuned on).
-#: Mutated with the wider shapes too (``wide``); ``--set heldout`` reports them on their own.
-HELDOUT = [
-    ecosystem.Package("opacus", "1.6.0", sdist=True, keep=r"^examples/", why="examples/: mnist, cifar10, imdb, char-lstm scripts"),
-    ecosystem.Package("learn2learn", "0.2.0", sdist=True, keep=r"^examples/", why="examples/: meta-learning scripts, .cuda() and tuple moves"),
-    ecosystem.Package("pytorch_warmup", "0.2.0", sdist=True, keep=r"^examples/", why="examples/: emnist and cifar10 train/test loops"),
-    ecosystem.Package("torch-optimizer", "0.3.0", sdist=True, keep=r"^examples/", why="examples/mnist.py: the classic train/test loop"),
-    ecosystem.Package("yolov5", "7.0.14", why="train.py, val.py, classify/ and segment/: detection and classification scripts"),
-    ecosystem.Package("open_clip_torch", "3.3.0", keep=r"^open_clip_train/", why="open_clip_train/: train_one_epoch, evaluate, zero-shot"),
-    ecosystem.Package("torchreid", "0.2.5", sdist=True, why="engine/: trainer classes, if self.use_gpu: imgs = imgs.cuda()"),
-    ecosystem.Package("laplace-torch", "0.3", why="fit loops over a loader, model on self._device"),
-    ecosystem.Package("deepod", "0.4.1", keep=r"^deepod/models/(tabular|time_series)/", why="fit loops of anomaly detectors"),
-    ecosystem.Package("pyod", "3.6.7", why="models/: torch fit/decision loops, .to(self.device).float()"),
-    ecosystem.Package("torch-rechub", "0.9.0", why="trainers/: recommendation training loops"),
-    ecosystem.Package("stanza", "1.15.0", why="models/*/trainer.py: NLP trainers moving batch items"),
-    ecosystem.Package("chemprop", "1.6.1", why="train/: train and predict loops of molecule models"),
-    ecosystem.Package("segmentation-models-pytorch", "0.2.1", why="utils/train.py: TrainEpoch/ValidEpoch"),
-    ecosystem.Package("facenet-pytorch", "2.6.0", why="models/utils/training.py: pass_epoch"),
-    ecosystem.Package("advertorch", "0.2.3", sdist=True, keep=r"^advertorch_examples/", why="tutorial_train_mnist.py: clean and adversarial training"),
-    ecosystem.Package("cleverhans", "3.0.1", sdist=True, keep=r"^cleverhans_tutorials/.*pytorch", why="mnist_tutorial_pytorch.py: a .cuda() training loop"),
-    ecosystem.Package("cleanlab", "2.0.0", keep=r"^cleanlab/experimental/", why="experimental/mnist_pytorch.py: if self.cuda: data.cuda()"),
-    ecosystem.Package("pytorch-ood", "0.4.0", sdist=True, why="detectors' fit loops, benchmark and utils evaluation loops"),
-]
-SETS = {"default": PACKAGES, "heldout": HELDOUT, "all": PACKAGES + HELDOUT}
+from seeded_sets import EXTRA, HELDOUT, PACKAGES, SETS  # noqa: E402,F401  (the package groups)
 SHAPES = ("x = x.to(d)", "y = e.to(d)", "tuple half", "call arg", "chained", ".cuda()")
 
 _DTYPE_WORDS = frozenset(
@@ -107,6 +81,8 @@ _STEP_FUNCTION = re.compile(r"batch|step|train|fit|eval|valid|predict|infer|epoc
 _NOT_DATA = frozenset({"self", "cls", "device", "devices", "optimizer", "optim", "opt", "scheduler", "epoch", "step", "args", "cfg", "config"})
 #: items that may stay on the CPU by design (``pack_padded_sequence`` lengths), or are no tensors
 _CPU_SIDE = re.compile(r"(^|_|\[[\"'])(lens?|lengths?)\b", re.I)
+#: ``x.to(<owner>.device)`` with one of these owners places ``x`` by a setting, not beside a tensor
+_SETTINGS = frozenset("self args cfg config conf opt opts hparams params trainer accelerator fabric engine runner".split())
 _TEST_PATH = re.compile(r"(^|/)(tests?|testing)(/|_)|(^|/)test_[^/]*\.py$|_test\.py$|conftest\.py$")
 
 
@@ -151,6 +127,46 @@ def is_device_move(call: ast.AST) -> bool:
     if name and name.rsplit(".", 1)[-1].lower() in _DTYPE_WORDS:
         return False
     return True
+
+
+def _aligns(move: ast.Call, holder: ast.AST) -> bool:
+    """``y.to(scores.device)``, ``scores`` a value ``holder`` computes: a move beside another
+    tensor (a metric's inputs), not onto the model's device; removing it seeds no DEV111 bug
+    (``x.to(self.device)``, ``strategy.device`` of a parameter, ``args.device``, ``model.device``
+    and ``next(model.parameters()).device`` are placements)."""
+    target = move.args[0] if move.args else next((k.value for k in move.keywords if k.arg == "device"), None)
+    if not (isinstance(target, ast.Attribute) and target.attr == "device" and isinstance(target.value, ast.Name)):
+        return False
+    owner = target.value.id
+    if owner in _SETTINGS or _MODELISH.search(owner):
+        return False
+    return any(isinstance(n, (ast.Assign, ast.For, ast.AsyncFor)) and owner in set().union(
+        *(_names(t) for t in (n.targets if isinstance(n, ast.Assign) else [n.target]))) for n in _own_walk(holder))
+
+
+def _on_cpu(move: ast.Call, holder: ast.AST) -> bool:
+    """``x.to(device)`` where every binding of ``device`` in ``holder`` is ``torch.device("cpu")``
+    or ``"cpu"``: the model is on the CPU too (pyod's ts_lstm), so no mutant of it is a bug."""
+    target = move.args[0] if move.args else next((k.value for k in move.keywords if k.arg == "device"), None)
+    if not isinstance(target, ast.Name):
+        return False
+    values = [n.value for n in _own_walk(holder) if isinstance(n, ast.Assign) and any(
+        isinstance(t, ast.Name) and t.id == target.id for t in n.targets)]
+    cpu = lambda v: "cpu" in ast.unparse(v) and "cuda" not in ast.unparse(v) and "else" not in ast.unparse(v)  # noqa: E731
+    return bool(values) and all(cpu(v) for v in values)
+
+
+def _unmoved_names(arg: ast.AST):
+    """The names in ``arg`` outside the receivers of device moves (``y`` of ``f(y.to(d))`` is moved there)."""
+    stack = [arg]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.Name):
+            yield node.id
+        elif isinstance(node, ast.Call) and is_device_move(node):
+            stack.extend((*node.args, *(k.value for k in node.keywords)))
+        else:
+            stack.extend(ast.iter_child_nodes(node))
 
 
 def _root(node: ast.AST) -> str | None:
@@ -362,7 +378,7 @@ class _Finder:
             if last in _HARMLESS or last in self.self_moving:
                 continue  # the item is kept, shown, or moved by the callee itself
             for arg in (*node.args, *(k.value for k in node.keywords)):
-                if any(isinstance(n, ast.Name) and n.id in names for n in ast.walk(arg)) and not (
+                if any(n in names for n in _unmoved_names(arg)) and not (
                     isinstance(arg, ast.Call) and isinstance(arg.func, ast.Attribute) and arg.func.attr in ("size", "dim", "numel", "item", "tolist")
                 ):
                     return True
@@ -391,7 +407,7 @@ class _Finder:
                 if isinstance(move.func.value, ast.Name) and move.func.value.id in seeds and len(seeds) == 1 and not isinstance(region, ast.While):
                     continue  # for batch in loader: batch.to(d) moves the whole batch
                 form = self._shape(move)
-                if form is None or _CPU_SIDE.search(ast.unparse(move.func.value)):
+                if form is None or _aligns(move, holder) or _on_cpu(move, holder) or _CPU_SIDE.search(ast.unparse(move.func.value)):
                     continue  # lengths stay on the CPU by design (pack_padded_sequence)
                 if self.scatters and (holder is self.tree or "DataParallel(" in ast.unparse(holder) or (any(
                         _MODELISH.search(a.arg) for a in holder.args.args) and not _model_moved(holder))):

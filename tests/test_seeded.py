@@ -144,3 +144,41 @@ def test_a_whole_batch_move_is_no_site_from_any_region():
 def test_heldout_packages_are_kept_apart():
     assert not {p.name for p in seeded.HELDOUT} & {p.name for p in seeded.PACKAGES}
     assert seeded.SETS["default"] is seeded.PACKAGES and seeded.SETS["heldout"] is seeded.HELDOUT
+
+
+ALIGN = '''def evaluate(detector, loader, device):
+    detector.model.to(device)
+    for x, y in loader:
+        y = y.to(device)
+        scores = detector(x.to(device))
+        metrics.update(scores, y.to(scores.device))
+
+
+def stage(self, strategy, loader):
+    for inputs in loader:
+        x = inputs[0].to(strategy.device)
+        y = inputs[1].to(strategy.device)
+        loss = F.cross_entropy(strategy.model(x), y)
+'''
+
+
+def test_no_mutant_where_the_item_is_moved_again_or_only_aligned_with_a_result():
+    found = {(m.line, m.shape) for m in seeded.mutants_of("pkg", "align.py", ALIGN, wide=True)}
+    assert (5, "call arg") in found  # detector(x.to(device)) -> detector(x): a bug
+    assert not {line for line, _ in found} & {4, 6}  # y moved again at 6; y.to(scores.device) aligns two results
+    assert {(11, "y = e.to(d)"), (12, "y = e.to(d)")} <= found  # a parameter's device is a placement
+
+
+CPU = '''def fit(self, loader):
+    device = torch.device("cpu")
+    model = Net().to(device)
+    for x, y in loader:
+        x = x.to(device)
+        y = y.to(device)
+        loss = crit(model(x), y)
+'''
+
+
+def test_no_mutant_where_the_model_is_placed_on_the_cpu():
+    assert seeded.mutants_of("pkg", "cpu.py", CPU, wide=True) == []
+    assert {m.line for m in seeded.mutants_of("pkg", "cpu.py", CPU.replace('"cpu"', '"cuda"'), wide=True)} == {5, 6}

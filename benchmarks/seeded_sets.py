@@ -1,0 +1,44 @@
+"""The package groups ``seeded.py`` mutates: ``PACKAGES`` (ecosystem.py's and ``EXTRA``, the set
+DEV111 is tuned on) and ``HELDOUT`` (validation only). Each is pinned and fetched at run time by
+``ecosystem.fetch`` into ``benchmarks/.cache/`` (never committed); ``why`` says what it trains.
+"""
+from __future__ import annotations
+
+import ecosystem
+
+#: packages with training loops beyond ecosystem.py's (fetched the same way)
+EXTRA = [
+    ecosystem.Package("pytorch-tabnet", "4.1.0", why="abstract_model.py: fit/predict loops, .to(device) of batches"),
+    ecosystem.Package("flair", "0.15.1", why="trainers and model forward passes: batches moved to flair.device"),
+    ecosystem.Package("simpletransformers", "0.70.8", why="train/eval loops of many task models: batch items moved"),
+    ecosystem.Package("avalanche-lib", "0.6.0", why="continual-learning strategies: mini-batch moves, eval loops"),
+    ecosystem.Package("torchattacks", "3.5.1", why="adversarial attacks: images and labels moved to the model's device"),
+    ecosystem.Package("pytorch-widedeep", "1.7.0", why="training/ trainers: fit and predict loops over batches"),
+    ecosystem.Package("pytorch-metric-learning", "2.9.0", why="trainers and testers: embeddings of moved batches"),
+    ecosystem.Package("torchensemble", "0.2.0", why="ensemble fit/evaluate loops, one per method"),
+    ecosystem.Package("pykeen", "1.11.1", why="training loops of knowledge-graph embedding models"),
+]
+PACKAGES = ecosystem.PACKAGES + EXTRA
+#: held out: training scripts and trainers kept for validation of DEV111 (never tuned on).
+#: Mutated with the wider shapes too (``wide``); ``--set heldout`` reports them on their own.
+HELDOUT = [
+    ecosystem.Package("opacus", "1.6.0", sdist=True, keep=r"^examples/", why="examples/: mnist, cifar10, imdb, char-lstm scripts"),
+    ecosystem.Package("learn2learn", "0.2.0", sdist=True, keep=r"^examples/", why="examples/: meta-learning scripts, .cuda() and tuple moves"),
+    ecosystem.Package("pytorch_warmup", "0.2.0", sdist=True, keep=r"^examples/", why="examples/: emnist and cifar10 train/test loops"),
+    ecosystem.Package("torch-optimizer", "0.3.0", sdist=True, keep=r"^examples/", why="examples/mnist.py: the classic train/test loop"),
+    ecosystem.Package("yolov5", "7.0.14", why="train.py, val.py, classify/ and segment/: detection and classification scripts"),
+    ecosystem.Package("open_clip_torch", "3.3.0", keep=r"^open_clip_train/", why="open_clip_train/: train_one_epoch, evaluate, zero-shot"),
+    ecosystem.Package("torchreid", "0.2.5", sdist=True, why="engine/: trainer classes, if self.use_gpu: imgs = imgs.cuda()"),
+    ecosystem.Package("laplace-torch", "0.3", why="fit loops over a loader, model on self._device"),
+    ecosystem.Package("deepod", "0.4.1", keep=r"^deepod/models/(tabular|time_series)/", why="fit loops of anomaly detectors"),
+    ecosystem.Package("pyod", "3.6.7", why="models/: torch fit/decision loops, .to(self.device).float()"),
+    ecosystem.Package("torch-rechub", "0.9.0", why="trainers/: recommendation training loops"),
+    ecosystem.Package("stanza", "1.15.0", why="models/*/trainer.py: NLP trainers moving batch items"),
+    ecosystem.Package("chemprop", "1.6.1", why="train/: train and predict loops of molecule models"),
+    ecosystem.Package("segmentation-models-pytorch", "0.2.1", why="utils/train.py: TrainEpoch/ValidEpoch"),
+    ecosystem.Package("facenet-pytorch", "2.6.0", why="models/utils/training.py: pass_epoch"),
+    ecosystem.Package("advertorch", "0.2.3", sdist=True, keep=r"^advertorch_examples/", why="tutorial_train_mnist.py: clean and adversarial training"),
+    ecosystem.Package("cleverhans", "3.0.1", sdist=True, keep=r"^cleverhans_tutorials/.*pytorch", why="mnist_tutorial_pytorch.py: a .cuda() training loop"),
+    ecosystem.Package("cleanlab", "2.0.0", keep=r"^cleanlab/experimental/", why="experimental/mnist_pytorch.py: if self.cuda: data.cuda()"),
+]
+SETS = {"default": PACKAGES, "heldout": HELDOUT, "all": PACKAGES + HELDOUT}
