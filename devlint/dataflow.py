@@ -41,6 +41,7 @@ import libcst as cst
 
 from .batches import BATCH_CALL, BATCH_PARAMS, ITERATING_WRAPPERS
 from .guards import string_value
+from .later_moves import moves_items
 from .modules import is_module_class
 from .names import dotted
 from .patterns import captures
@@ -452,6 +453,8 @@ class DeviceFlow(Analysis):
             return self._attribute(expr, env)
         if t is cst.Subscript:
             base = self.value(expr.value, env)
+            if env is None and (base is None or base.kind == PARAM) and self.param_group(expr.value) is not None:
+                return V(PITEM, group=self.param_group(expr.value))  # tgt[:, 1:] of a parameter tgt
             if base is None:
                 return None
             if base.kind == CPUB:
@@ -911,7 +914,8 @@ class DeviceFlow(Analysis):
             scope[name] = v
             return
         self.frame.vars[name] = v
-        self.frame.rebound.add(name)
+        if not (v is not None and v.kind == PARAM and v.param is not None and v.param[1] == name):
+            self.frame.rebound.add(name)  # x = x keeps the parameter an item of its batch
         if v is not None and v.kind == DEV and (v.module or _MODULE_NAME.search(name)):
             self.frame.moved = True
         if v is not None and v.group is not None and v.kind in (DEV, DEVB):
@@ -1062,6 +1066,9 @@ class DeviceFlow(Analysis):
                 frame.vars[star.name.value] = None
         self.frame = frame
         self._memo.clear()
+        batches = [n for n, v in frame.vars.items() if v is not None and v.kind == PB]
+        if frame.params or batches:  # def train_step(model, x, y): y.to(d) anywhere says x came unmoved
+            self._note_later_moves(node.body, sorted(frame.params) + batches)
 
     def leave_FunctionDef(self, node: cst.FunctionDef) -> None:
         frame = self.frame
@@ -1120,6 +1127,38 @@ class DeviceFlow(Analysis):
     def visit_For(self, node: cst.For) -> None:
         self._bind_iteration(node.target, node.iter, None)
         self._memo.clear()
+        names = [n.value for n in _names_in(node.target)]
+        self._note_later_moves(node.body, names)
+
+    def _note_later_moves(self, body: cst.CSTNode, names: list[str]) -> None:
+        """The batch groups of ``names`` count as moved from the start of ``body`` when the
+        body moves one of their items anywhere (``model(x.to(d))`` before ``y.to(d)``)."""
+        frame = self.frame
+        groups = set()
+        for name in names:
+            v = frame.vars.get(name)
+            if v is not None and v.group is not None and v.kind in (PB, PITEM, CPU, CPUB):
+                groups.add(v.group)
+            elif name in frame.params:
+                groups.add(id(frame.node))
+        if groups - frame.moved_groups and moves_items(body, names, self._device_move, self._other_value):
+            frame.moved_groups |= groups
+
+    def _other_value(self, expr: cst.BaseExpression) -> bool:
+        """``x`` of ``device = x.device``: a value, not ``self`` nor a model (which say where
+        the model lives)."""
+        name = dotted(expr)
+        return name is None or not (name.split(".")[0] == self.frame.self_name or self.model_named(expr))
+
+    def _device_move(self, call: cst.Call) -> bool:
+        """``.cuda()`` or ``.to(<a device>)``: not a dtype, not the CPU, not ``y.device``."""
+        if call.func.attr.value == "cuda":
+            return True
+        target = next((a.value for a in call.args if (a.keyword is None and not a.star) or (
+            a.keyword is not None and a.keyword.value == "device")), None)
+        if target is None or self.is_dtype(target) or self.is_cpu_device(target):
+            return False
+        return not _aligned(call, self.frame.self_name)
 
     def visit_Match(self, node: cst.Match) -> None:
         self._subjects.append(self.value(node.subject))
@@ -1268,6 +1307,17 @@ class DeviceFlow(Analysis):
     def leave_Try(self, node: cst.Try) -> None:
         if self._tries and self._tries[-1][0] is node:
             self._tries.pop()  # a handler in another frame: nothing joined
+
+
+def _names_in(target: cst.BaseExpression) -> list[cst.Name]:
+    """The names an assignment or loop target binds (``x``, ``(x, y), z``, ``*rest``)."""
+    if target.__class__ is cst.Name:
+        return [target]
+    if isinstance(target, (cst.Tuple, cst.List)):
+        return [n for e in target.elements for n in _names_in(e.value)]
+    if target.__class__ is cst.StarredElement:
+        return _names_in(target.value)
+    return []
 
 
 def _leaves(block) -> bool:

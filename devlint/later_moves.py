@@ -1,0 +1,116 @@
+"""Moves of a batch's items written anywhere in a loop or a step function's body.
+
+DEV111 reads a batch as partly moved once one of its items goes to a device (the author's
+own code then says where the model lives). The dataflow walks statements in source order, so
+``for x, y in loader: out = model(x.to(d)); loss = crit(out, y.to(d))`` would learn that the
+batch is moved only after ``out`` was computed. :func:`moves_items` reads the whole body
+first: the items (the loop's names, or the names bound from them, ``inputs, labels = data``)
+that some statement of the body moves with ``.to(<device>)``/``.cuda()``.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Iterable
+
+import libcst as cst
+
+
+def root_name(expr: cst.BaseExpression | None) -> str | None:
+    """The name an item expression starts from: ``batch`` of ``batch["x"][0].float()``."""
+    while expr is not None:
+        t = expr.__class__
+        if t is cst.Name:
+            return expr.value
+        if t is cst.Attribute or t is cst.Subscript:
+            expr = expr.value
+        elif t is cst.Call and expr.func.__class__ is cst.Attribute:
+            expr = expr.func.value
+        else:
+            return None
+    return None
+
+
+def _target_names(target: cst.BaseExpression) -> Iterable[str]:
+    if target.__class__ is cst.Name:
+        yield target.value
+    elif isinstance(target, (cst.Tuple, cst.List)):
+        for element in target.elements:
+            yield from _target_names(element.value)
+    elif target.__class__ is cst.StarredElement:
+        yield from _target_names(target.value)
+
+
+class _Collector(cst.CSTVisitor):
+    """Plain assignments (target names, the roots of the value's elements) and move calls."""
+
+    def __init__(self) -> None:
+        self.assigns: list[tuple[list[str], set[str]]] = []
+        self.moves: list[cst.Call] = []
+        #: ``device = x.device``: names that hold the device of another value
+        self.devices: dict[str, cst.BaseExpression] = {}
+        #: calls whose result is thrown away (``x.to(d)`` as a statement moves no tensor)
+        self.dropped: set[int] = set()
+
+    def visit_Expr(self, node: cst.Expr) -> None:
+        value = node.value
+        for call in value.elements if isinstance(value, (cst.Tuple, cst.List)) else [value]:
+            self.dropped.add(id(getattr(call, "value", call)))
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+        return False  # a nested def runs later, with arguments of its own
+
+    def visit_Lambda(self, node: cst.Lambda) -> bool:
+        return False
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        value = node.value
+        values = [e.value for e in value.elements] if isinstance(value, (cst.Tuple, cst.List)) else [value]
+        roots = {r for r in map(root_name, values) if r is not None}
+        if len(node.targets) == 1 and node.targets[0].target.__class__ is cst.Name:
+            if value.__class__ is cst.Attribute and value.attr.value == "device":
+                self.devices[node.targets[0].target.value] = value.value
+        for target in node.targets:
+            self.assigns.append((list(_target_names(target.target)), roots))
+
+    def visit_Call(self, node: cst.Call) -> None:
+        func = node.func
+        if func.__class__ is cst.Attribute and func.attr.value in ("to", "cuda"):
+            self.moves.append(node)
+
+
+def moves_items(body: cst.CSTNode, names: Iterable[str], is_move: Callable[[cst.Call], bool],
+                other_device: Callable[[cst.BaseExpression], bool]) -> bool:
+    """Does ``body`` move, anywhere, an item that starts from one of ``names`` or from a name
+    bound from them (in any order: ``y = batch[1]`` then ``y.to(d)``)? ``is_move`` tells a
+    device move from a dtype cast or a ``.to("cpu")``. Not counted: a move whose result is
+    thrown away, a move of a name also bound from something else (``scale, zp =
+    obs.get_qparams()`` then ``scale.cuda()``), and a move onto ``device`` bound from
+    ``x.device`` where ``other_device(x)`` (the device of another value says where that one
+    is, not that the batch came unmoved)."""
+    seen = _Collector()
+    body.visit(seen)
+    if not seen.moves:
+        return False
+    reach = set(names)
+    for _ in range(4):  # short chains: x, y = batch; inputs = x; ...
+        grown = False
+        for targets, roots in seen.assigns:
+            if roots & reach:
+                new = set(targets) - reach
+                if new:
+                    reach |= new
+                    grown = True
+        if not grown:
+            break
+    for targets, roots in seen.assigns:
+        if not roots & reach:
+            reach -= set(targets)  # rebound from elsewhere somewhere in the body
+    for call in seen.moves:
+        if id(call) in seen.dropped or root_name(call.func.value) not in reach or not is_move(call):
+            continue
+        target = next((a.value for a in call.args if a.keyword is None or a.keyword.value == "device"), None)
+        if target is not None and target.__class__ is cst.Name and target.value in seen.devices:
+            if other_device(seen.devices[target.value]):
+                continue
+        return True
+    return False
