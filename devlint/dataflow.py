@@ -39,6 +39,7 @@ import re
 
 import libcst as cst
 
+from .branch_tests import asks_for_accelerator, not_none_names
 from .batches import BATCH_CALL, BATCH_PARAMS, ITERATING_WRAPPERS
 from .guards import string_value
 from .later_moves import moves_items
@@ -529,17 +530,21 @@ class DeviceFlow(Analysis):
         )
 
     def _combine(self, operands, env) -> V | None:
-        """Arithmetic: an input wins; unknown operands make the result unknown."""
-        kinds, origins = [], ()
+        """Arithmetic: an input wins; unknown operands make the result unknown; an item of a
+        batch left on the CPU (alone or with CPU tensors) stays that item."""
+        kinds, origins, groups = [], (), set()
         for operand in operands:
             if isinstance(operand, (cst.Integer, cst.Float, cst.Imaginary)) or (
                 operand.__class__ is cst.Name and operand.value in ("None", "True", "False")
             ) or self._scalar_attr(operand):
                 continue
             v = self.value(operand, env)
-            if v is not None and v.kind in TENSORS and not v.module:
+            if env is None and (v is None or v.kind == PARAM) and self.param_group(operand) is not None:
+                v = V(PITEM, group=self.param_group(operand))  # x * 2 of a step function's parameter x
+            if v is not None and (v.kind in TENSORS or v.kind == PITEM) and not v.module:
                 kinds.append(v.kind)
                 origins += v.origins
+                groups.add(v.group)
             else:
                 kinds.append(None)
         if INP in kinds:
@@ -547,8 +552,11 @@ class DeviceFlow(Analysis):
         if not kinds or None in kinds:
             return None
         if DEV in kinds:
-            return V(DEV)
-        return V(CPU, origins)
+            return None if PITEM in kinds else V(DEV)
+        group = groups.pop() if len(groups) == 1 else None
+        if PITEM in kinds:  # torch.transpose(x, 1, 2), units + 1: still the item, unmoved
+            return V(PITEM, group=group) if group is not None else None
+        return V(CPU, origins, group=group)
 
     def _container(self, values, stars, env) -> V | None:
         kinds = set()
@@ -1241,16 +1249,21 @@ class DeviceFlow(Analysis):
     def leave_If(self, node: cst.If) -> None:
         if not self._branches or self._branches[-1][0] is not node:
             return
-        _, _, after_body, frame = self._branches.pop()
+        _, before, after_body, frame = self._branches.pop()
         if after_body is None or frame is not self.frame:
             return
         current = frame.vars
         joined = {}
+        device_test = asks_for_accelerator(node.test)
+        guarded = not_none_names(node.test)
         for name in set(after_body) | set(current):
             a, b = after_body.get(name), current.get(name)
             same = a is not None and b is not None and a.kind == b.kind and a.module == b.module
             placed = a is not None and b is not None and {a.kind, b.kind} == {DEV, DEVB} and not (a.module or b.module)
-            joined[name] = a if same else V(DEV) if placed else None  # a tensor or a list of them, moved
+            value = a if same else V(DEV) if placed else None  # a tensor or a list of them, moved
+            if value is None and (device_test or name in guarded) and name in before:
+                value = _moved_on_one_arm(a, b, before[name])
+            joined[name] = value
         frame.vars = joined
         self._memo.clear()
 
@@ -1307,6 +1320,23 @@ class DeviceFlow(Analysis):
     def leave_Try(self, node: cst.Try) -> None:
         if self._tries and self._tries[-1][0] is node:
             self._tries.pop()  # a handler in another frame: nothing joined
+
+
+#: what a value left on the other arm of ``if use_cuda: x = x.cuda()`` may be
+_UNMOVED = frozenset({CPU, CPUB, PITEM, PB, PARAM, MODEL})
+
+
+def _moved_on_one_arm(a: V | None, b: V | None, before: V | None) -> V | None:
+    """The join of ``if use_cuda: x = x.cuda()`` (or ``if x is not None:``): one arm moved
+    ``x`` (``a`` or ``b`` is ``DEV``/``DEVB``), the other left the value it had before the
+    ``if`` (the run without an accelerator, where the model stays on the CPU too, or ``x`` is
+    ``None``): moved. ``None`` (unknown) otherwise."""
+    for moved, other in ((a, b), (b, a)):
+        if moved is None or moved.kind not in (DEV, DEVB) or other is not before:
+            continue
+        if before is None or (before.kind in _UNMOVED and (moved.module == before.module or before.kind in (MODEL, PARAM))):
+            return moved
+    return None
 
 
 def _names_in(target: cst.BaseExpression) -> list[cst.Name]:
