@@ -539,8 +539,8 @@ class DeviceFlow(Analysis):
             ) or self._scalar_attr(operand):
                 continue
             v = self.value(operand, env)
-            if env is None and (v is None or v.kind == PARAM) and self.param_group(operand) is not None:
-                v = V(PITEM, group=self.param_group(operand))  # x * 2 of a step function's parameter x
+            if env is None and (v is None or v.kind == PARAM) and self.param_group(operand) in self.frame.moved_groups:
+                v = V(PITEM, group=self.param_group(operand))  # x * 2 of a parameter x whose siblings move
             if v is not None and (v.kind in TENSORS or v.kind == PITEM) and not v.module:
                 kinds.append(v.kind)
                 origins += v.origins
