@@ -34,6 +34,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 
+from .inner_positions import Memo, lead_lines, lines_of, stub_lines
 from .precheck import Facts
 
 _NEWLINE = re.compile(r"\r\n|\r|\n")
@@ -92,6 +93,9 @@ class StatementCache:
         #: id(top-level libcst statement) -> [that statement, the stdlib ast statements of its
         #: text, their pre-check facts (built when first asked for) or None]
         self._stdlib: dict[int, list] = {}
+        #: line counts of statements (``devlint.inner_positions``' memo), kept while their
+        #: nodes live: where the statements of a long class start, without parsing it again
+        self._lines: dict = {}
 
     # ---- parsing -------------------------------------------------------------------------
 
@@ -142,7 +146,7 @@ class StatementCache:
             return None
         if first == last and isinstance(old.body[first], _OWNERS) and begin == starts[first]:
             inside = _reparse_inside(old.body[first], old_text[begin:end_new - delta], text[begin:end_new],
-                                     prefix - begin, changed_end - begin, delta, old)
+                                     prefix - begin, changed_end - begin, delta, old, self._lines)
             if inside is not None:
                 statement, reparsed = inside
                 line_delta = _line_count(text[begin:end_new]) - _line_count(old_text[begin:end_new - delta])
@@ -286,7 +290,7 @@ def _inner_starts(statements, tree_body, offsets: list[int]) -> tuple[list[int],
 
 
 def _reparse_inside(statement: cst.BaseStatement, old_piece: str, new_piece: str, begin: int, end: int,
-                    delta: int, module: cst.Module) -> tuple[cst.BaseStatement, int] | None:
+                    delta: int, module: cst.Module, memo: dict | None = None) -> tuple[cst.BaseStatement, int] | None:
     """``statement`` (a top-level ``def`` or ``class`` whose text was ``old_piece``) for its new
     text ``new_piece``, which replaced ``old_piece[begin:end]`` (``delta`` characters longer),
     re-parsing only the statements of its innermost indented body (down to :data:`_DEPTH`
@@ -300,15 +304,20 @@ def _reparse_inside(statement: cst.BaseStatement, old_piece: str, new_piece: str
     with the same indentation (``if 1:`` headers) and ends with a ``pass`` at their level, as
     the unchanged statement after them does in the whole text: a comment that would move to
     that statement, a block whose indentation differs or a parse error gives ``None``."""
-    try:
-        tree = ast.parse(old_piece)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return None
-    if len(tree.body) != 1:
-        return None
     offsets = _line_offsets(old_piece)
+    by_lines = memo is not None and "\r" not in old_piece
+    state = Memo(memo.get("lines") or {}) if by_lines else None
+    node_ast, line = None, 1  # the stdlib tree of ``old_piece``'s statement; the line its text starts on
+    if not by_lines:
+        try:
+            tree = ast.parse(old_piece)
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            return None
+        if len(tree.body) != 1:
+            return None
+        node_ast = tree.body[0]
     default = module.default_indent
-    node, node_ast = statement, tree.body[0]
+    node = statement
     chain: list[tuple[cst.CSTNode, int]] = []  # (owner, index of the next owner in its body)
     found = None
     indent, opening = "", ""
@@ -316,10 +325,13 @@ def _reparse_inside(statement: cst.BaseStatement, old_piece: str, new_piece: str
         if not isinstance(node, _OWNERS) or not isinstance(node.body, cst.IndentedBlock):
             break
         inner = node.body.body
-        located = _inner_starts(inner, node_ast.body, offsets)
+        if by_lines:
+            located = _counted_starts(module, node, line, offsets, state, end)
+        else:
+            located = _inner_starts(inner, node_ast.body, offsets)
         if located is None:
             break
-        starts, code = located
+        starts, code = located[0], located[1]
         a = bisect.bisect_right(starts, begin) - 1
         if a >= 0 and begin <= code[a]:
             a -= 1  # typing in the blank lines above a statement may make them the one above's
@@ -337,9 +349,14 @@ def _reparse_inside(statement: cst.BaseStatement, old_piece: str, new_piece: str
         chain.append((node, a))
         opening, indent = header, level
         node = inner[a]
+        if by_lines:
+            line = located[2][a]
+            continue
         node_ast = _ast_of(node_ast.body, inner, a)
         if not isinstance(getattr(node_ast, "body", None), list):
             break
+    if state is not None:
+        memo["lines"] = state.new
     if found is None:
         return None
     chain, a, b, start, stop, level, opening = found
@@ -371,6 +388,32 @@ def _reparse_inside(statement: cst.BaseStatement, old_piece: str, new_piece: str
         body = outer.body.body
         replaced = outer.with_changes(body=outer.body.with_changes(body=[*body[:index], replaced, *body[index + 1:]]))
     return replaced, len(statements)
+
+
+def _counted_starts(module: cst.Module, owner, line: int, offsets: list[int], state: Memo, end: int):
+    """As :func:`_inner_starts` for the statements of ``owner``'s indented body, ``owner``'s text
+    (leading lines included) starting on ``line``, found by counting the lines of the statements
+    before each (:func:`devlint.inner_positions.lines_of`, kept per node: an edit counts the
+    statements it made) instead of parsing the text; also their first lines. Only up to the
+    second statement that starts past offset ``end`` (the caller looks no further). ``None``
+    when a line falls outside ``offsets``."""
+    stub = state.get("stub", owner, lambda: stub_lines(module, owner))
+    at = line + stub
+    found, code, firsts = [], [], []
+    past = 0
+    for statement in owner.body.body:
+        first = at + lead_lines(statement)
+        if not 0 < at <= first <= len(offsets):
+            return None
+        found.append(offsets[at - 1])
+        code.append(offsets[first - 1])
+        firsts.append(at)
+        if found[-1] > end:
+            past += 1
+            if past == 2:
+                break
+        at += lines_of(module, statement, state)
+    return found, code, firsts
 
 
 def _ast_of(tree_body, statements, index: int):

@@ -42,7 +42,7 @@ def _anchor(statement: cst.CSTNode) -> cst.CSTNode:
     return decorators[0] if decorators else statement
 
 
-def _lead(statement: cst.CSTNode) -> int:
+def lead_lines(statement: cst.CSTNode) -> int:
     """Lines of blank lines and comments above the statement's anchor."""
     count = len(getattr(statement, "leading_lines", ()))
     decorators = getattr(statement, "decorators", None)
@@ -53,7 +53,7 @@ def _block(owner: cst.CSTNode) -> bool:
     return isinstance(owner, _OWNERS) and isinstance(owner.body, cst.IndentedBlock)
 
 
-class _Memo:
+class Memo:
     """The entries of one call (those the next call finds), read from the previous call's."""
 
     def __init__(self, old: dict) -> None:
@@ -89,7 +89,7 @@ def place_inside(module: cst.Module, index: int, start: int, nodes: list, found:
     statement = module.body[index]
     if not _block(statement):
         return False
-    state = _Memo(memo.get(KEY) or {})
+    state = Memo(memo.get(KEY) or {})
     style = (module.default_indent, module.default_newline)
     groups = _split(statement, nodes, state, children)
     if groups is None:
@@ -106,10 +106,10 @@ def place_inside(module: cst.Module, index: int, start: int, nodes: list, found:
         at = 0
         for child_index in sorted(groups):
             for k in range(at, child_index):
-                line += _lines(module, block[k], state)
+                line += lines_of(module, block[k], state)
             at = child_index
             child, part = block[child_index], groups[child_index]
-            anchor_line = line + _lead(child)
+            anchor_line = line + lead_lines(child)
             inner = _split(child, part, state, children) if _block(child) and len(chain) + 1 < _DEPTH else None
             if inner:
                 work.append(((*chain, owner), child, anchor_line, inner))
@@ -127,7 +127,7 @@ def place_inside(module: cst.Module, index: int, start: int, nodes: list, found:
     return True
 
 
-def _split(owner: cst.CSTNode, nodes: list, state: _Memo, children: Children) -> dict | None:
+def _split(owner: cst.CSTNode, nodes: list, state: Memo, children: Children) -> dict | None:
     """``nodes`` grouped by the index of the statement of ``owner``'s indented body that holds
     each; ``None`` when one is in no such statement."""
     block = owner.body.body
@@ -145,7 +145,7 @@ def _split(owner: cst.CSTNode, nodes: list, state: _Memo, children: Children) ->
     return groups
 
 
-def _stub_lines(module: cst.Module, owner: cst.CSTNode) -> int:
+def stub_lines(module: cst.Module, owner: cst.CSTNode) -> int:
     """Lines of ``owner`` (a compound statement with an indented body) before the first
     statement of its body, its comments and decorators included (rendered with a one-line
     body, no block footer and no ``else``)."""
@@ -157,11 +157,11 @@ def _stub_lines(module: cst.Module, owner: cst.CSTNode) -> int:
 
 def _header_lines(module: cst.Module, owner: cst.CSTNode) -> int | None:
     """Lines from ``owner``'s anchor to the first line of the first statement of its body."""
-    count = _stub_lines(module, owner) - _lead(owner)
+    count = stub_lines(module, owner) - lead_lines(owner)
     return count if count >= 1 else None
 
 
-def _lines(module: cst.Module, node: cst.CSTNode, state: _Memo) -> int:
+def lines_of(module: cst.Module, node: cst.CSTNode, state: Memo) -> int:
     """How many lines ``node`` (a statement of an indented body) spans, its comments included:
     for a block without ``else``, its header's plus its statements' (each counted once per
     node, so an edit inside a long method renders only the statements it changed) plus its
@@ -169,14 +169,14 @@ def _lines(module: cst.Module, node: cst.CSTNode, state: _Memo) -> int:
 
     def make() -> int:
         if _block(node) and getattr(node, "orelse", None) is None:
-            inner = sum(_lines(module, child, state) for child in node.body.body)
-            return _stub_lines(module, node) + inner + len(node.body.footer)
+            inner = sum(lines_of(module, child, state) for child in node.body.body)
+            return stub_lines(module, node) + inner + len(node.body.footer)
         return module.code_for_node(node).count("\n")
 
     return state.get("lines", node, make)
 
 
-def _render(module: cst.Module, chain: tuple, child: cst.CSTNode, style: tuple, state: _Memo) -> dict:
+def _render(module: cst.Module, chain: tuple, child: cst.CSTNode, style: tuple, state: Memo) -> dict:
     """Positions of the nodes of ``child`` rendered in a stand-in of the blocks ``chain`` that
     enclose it (their headers and indentation only); kept while the node and the indentation
     of those blocks are the same."""
