@@ -96,7 +96,7 @@ _LOSS_CALLEE = re.compile(r"^(\w+_)?(loss|criterion|crit)(_?(fn|func|fct|fcn|fun
 _HELPER_PREFIX = re.compile(r"^(compute|calc|calculate|get|eval|evaluate|run|do|make|build|update|step|train|log)_", re.I)
 #: batch items that are CPU-side by design (``pack_padded_sequence`` lengths) or not tensors
 _CPU_SIDE_ITEMS = frozenset(
-    "len lens length lengths size sizes count counts meta metas metadata info infos name names path paths "
+    "len lens length lengths size sizes shape shapes count counts meta metas metadata info infos name names path paths "
     "file files filename filenames fname fnames idx index indices key keys text texts caption captions "
     "sentence sentences prompt prompts str string strings word words raw uid uids url urls".split()
 )
@@ -115,6 +115,8 @@ _NOT_COMPUTING = frozenset(
     "type id hash dict list tuple set zip enumerate range sorted min max any all getattr setattr hasattr "
     "cpu numpy item tolist detach clone to cuda size dim float int bool info debug warning error".split()
 )
+#: receivers that dispatch to callbacks or hooks (which compute nothing with the batch themselves)
+_DISPATCH = re.compile(r"callback|hook", re.I)
 _MODULE_NAME = re.compile(r"(model|net|module|encoder|decoder|backbone|classifier)", re.I)
 _SCALAR_ANNOTATIONS = frozenset({"int", "float", "bool", "str", "Optional[int]", "Optional[float]", "Optional[bool]"})
 
@@ -396,6 +398,8 @@ class DeviceFlow(Analysis):
         if func.__class__ is cst.Attribute and self.is_self(func.value):
             return False  # so may a method of this class
         last = name.rsplit(".", 1)[-1]
+        if _DISPATCH.search(name):
+            return False  # callbacks.run("on_batch_end", ...), self.hooks.after_step(...): handed on, not computed with
         return last not in _NOT_COMPUTING and not last.startswith(("log", "print", "save", "record", "write"))
 
     @staticmethod
@@ -1142,15 +1146,16 @@ class DeviceFlow(Analysis):
         """The batch groups of ``names`` count as moved from the start of ``body`` when the
         body moves one of their items anywhere (``model(x.to(d))`` before ``y.to(d)``)."""
         frame = self.frame
-        groups = set()
+        groups: dict[int, list[str]] = {}
         for name in names:
             v = frame.vars.get(name)
             if v is not None and v.group is not None and v.kind in (PB, PITEM, CPU, CPUB):
-                groups.add(v.group)
+                groups.setdefault(v.group, []).append(name)
             elif name in frame.params:
-                groups.add(id(frame.node))
-        if groups - frame.moved_groups and moves_items(body, names, self._device_move, self._other_value):
-            frame.moved_groups |= groups
+                groups.setdefault(id(frame.node), []).append(name)
+        for group, members in groups.items():
+            if group not in frame.moved_groups and moves_items(body, members, self._device_move, self._other_value):
+                frame.moved_groups.add(group)
 
     def _other_value(self, expr: cst.BaseExpression) -> bool:
         """``x`` of ``device = x.device``: a value, not ``self`` nor a model (which say where

@@ -1,4 +1,4 @@
-"""Moves of a batch's items written anywhere in a loop or a step function's body.
+"""Moves of a batch's items written anywhere on the straight path of a loop's or a step function's body.
 
 DEV111 reads a batch as partly moved once one of its items goes to a device (the author's
 own code then says where the model lives). The dataflow walks statements in source order, so
@@ -58,6 +58,24 @@ class _Collector(cst.CSTVisitor):
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
         return False  # a nested def runs later, with arguments of its own
+
+    # a move under an ``if``, a ``try`` or an inner loop may be on another path than the use
+    # (``if isinstance(data, Mapping): model(data) else: model(data[0].to(d))``): only the
+    # straight-line statements of the body count (``with`` blocks included)
+    def visit_If(self, node: cst.If) -> bool:
+        return False
+
+    def visit_Try(self, node: cst.Try) -> bool:
+        return False
+
+    def visit_For(self, node: cst.For) -> bool:
+        return False
+
+    def visit_While(self, node: cst.While) -> bool:
+        return False
+
+    def visit_Match(self, node: cst.Match) -> bool:
+        return False
 
     def visit_Lambda(self, node: cst.Lambda) -> bool:
         return False
