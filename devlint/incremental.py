@@ -96,6 +96,13 @@ class StatementCache:
         #: line counts of statements (``devlint.inner_positions``' memo), kept while their
         #: nodes live: where the statements of a long class start, without parsing it again
         self._lines: dict = {}
+        #: id(top-level statement) -> [statement, does the target Python accept its text?]
+        #: (:meth:`accepted`), for the target in ``_target``
+        self._verdicts: dict[int, list] = {}
+        self._target: tuple | None = None
+        #: id(statement re-parsed inside) -> (it, the statement it replaced, the stand-in text
+        #: that was parsed): accepted when that one was and the stand-in is
+        self._derived: dict[int, tuple] = {}
 
     # ---- parsing -------------------------------------------------------------------------
 
@@ -148,7 +155,8 @@ class StatementCache:
             inside = _reparse_inside(old.body[first], old_text[begin:end_new - delta], text[begin:end_new],
                                      prefix - begin, changed_end - begin, delta, old, self._lines)
             if inside is not None:
-                statement, reparsed = inside
+                statement, reparsed, stand_in = inside
+                self._derived = {id(statement): (statement, old.body[first], stand_in)}
                 line_delta = _line_count(text[begin:end_new]) - _line_count(old_text[begin:end_new - delta])
                 self.starts = [*starts[:first + 1], *(s + delta for s in starts[first + 1:])]
                 self.lines = [*self.lines[:first + 1], *(n + line_delta for n in self.lines[first + 1:])]
@@ -234,6 +242,39 @@ class StatementCache:
             parts.append(entry[2])
         return Facts.joined(parts, tree, self.text)
 
+    # ---- what the target Python refuses ------------------------------------------------
+
+    def accepted(self, target: tuple[int, int], accepts) -> bool | None:
+        """Does the target Python accept the last parsed text? ``accepts(text)`` is its
+        verdict on one text (:func:`devlint.syntax.accepts`), asked for each top-level
+        statement whose node is new (its text alone: Python's parser judges a top-level
+        statement alone as in its file), the others' verdicts kept. A statement re-parsed
+        inside (:func:`_reparse_inside`) whose predecessor was accepted is judged by the
+        stand-in text parsed for it (its touched statements inside the same chain of blocks),
+        for targets from 3.7 on (before, ``async`` is a keyword only inside ``async def``).
+        ``None`` when the statements are not mapped (the caller judges the whole text)."""
+        module, text = self.module, self.text
+        if module is None or text is None or len(self.starts) != len(module.body):
+            return None
+        if self._target != target:
+            self._verdicts, self._target = {}, target
+        old, memo, derived = self._verdicts, {}, self._derived
+        ends = [*self.starts[1:], len(text)]
+        verdict = True
+        for statement, start, end in zip(module.body, self.starts, ends):
+            entry = old.get(id(statement))
+            if entry is None or entry[0] is not statement:
+                made = derived.get(id(statement))
+                before = old.get(id(made[1])) if made is not None and made[0] is statement else None
+                if before is not None and before[0] is made[1] and before[1] and target >= (3, 7):
+                    entry = [statement, accepts(made[2])]
+                else:
+                    entry = [statement, accepts(text[start:end])]
+            memo[id(statement)] = entry
+            verdict = verdict and entry[1]
+        self._verdicts, self._derived = memo, {}
+        return verdict
+
     # ---- the engine's view ---------------------------------------------------------------
 
     def ast_stand_in(self) -> ast.Module | None:
@@ -290,12 +331,13 @@ def _inner_starts(statements, tree_body, offsets: list[int]) -> tuple[list[int],
 
 
 def _reparse_inside(statement: cst.BaseStatement, old_piece: str, new_piece: str, begin: int, end: int,
-                    delta: int, module: cst.Module, memo: dict | None = None) -> tuple[cst.BaseStatement, int] | None:
+                    delta: int, module: cst.Module, memo: dict | None = None) -> tuple[cst.BaseStatement, int, str] | None:
     """``statement`` (a top-level ``def`` or ``class`` whose text was ``old_piece``) for its new
     text ``new_piece``, which replaced ``old_piece[begin:end]`` (``delta`` characters longer),
     re-parsing only the statements of its innermost indented body (down to :data:`_DEPTH`
     levels: a method's statements) that the change touches, with one neighbour as at the top
-    level. Returns (the new statement, how many statements were parsed) or ``None`` (the
+    level. Returns (the new statement, how many statements were parsed, the stand-in text
+    parsed) or ``None`` (the
     caller then parses the whole statement) when the change touches a header, the last
     statement of a body (whose footer of comments may change hands), or anything that cannot
     be proven to parse as it would in the whole text.
@@ -387,7 +429,7 @@ def _reparse_inside(statement: cst.BaseStatement, old_piece: str, new_piece: str
     for (outer, index) in reversed(chain[:-1]):
         body = outer.body.body
         replaced = outer.with_changes(body=outer.body.with_changes(body=[*body[:index], replaced, *body[index + 1:]]))
-    return replaced, len(statements)
+    return replaced, len(statements), stand_in
 
 
 def _counted_starts(module: cst.Module, owner, line: int, offsets: list[int], state: Memo, end: int):

@@ -92,6 +92,21 @@ def refusal(text: str, tree: ast.Module | None = None) -> tuple[ast.Module | Non
     return tree, None, kept
 
 
+def accepts(text: str) -> bool:
+    """Does the target Python accept ``text`` (no NUL byte, which the caller checks)? The
+    verdict of :func:`refusal` without positions, for a piece of a file (the language server
+    judges the statements an edit touched); a target newer than the running Python, or an
+    ``ast`` that cannot be had, accepts (libcst's verdict stands, as there)."""
+    target = target_version()
+    try:
+        tree = ast.parse(text, feature_version=target if target < _RUNNING else None)
+    except SyntaxError:
+        return target > _RUNNING
+    except (ValueError, RecursionError, MemoryError, OverflowError):
+        return True
+    return not (target < (3, 12) <= _RUNNING and _new_fstring(tree, text) is not None)
+
+
 #: Texts longer than this many lines have their stdlib ``ast`` parsed in pieces of at least
 #: this many lines, cut before a line at column 0 that opens a statement: the parse of one
 #: long text holds its parser's arena and the whole tree at once (100k one-line statements:

@@ -14,8 +14,8 @@ import logging
 from dataclasses import dataclass, field, replace
 from typing import Callable, Sequence
 
-from .. import noqa, settings as torch_settings
-from ..engine import enabled_rules, lint_parsed_by, project_rules, triggered
+from .. import noqa, settings as torch_settings, syntax
+from ..engine import enabled_rules, lint, lint_parsed_by, project_rules, triggered
 from ..finding import PARSE_ERROR, Finding
 from ..incremental import StatementCache
 from ..inner_positions import KEY as INNER_KEY
@@ -25,6 +25,37 @@ from .noqa_lines import LineGroups
 from .settings import Settings, excluded
 
 logger = logging.getLogger(__name__)
+
+
+class _Refused(Exception):
+    """What the target Python refuses in a text libcst parsed: ``finding``, the ``DEV000``
+    ``devlint check`` reports (raised by the pre-check step, caught in :func:`lint_text`)."""
+
+    def __init__(self, finding: Finding) -> None:
+        super().__init__(finding.message)
+        self.finding = finding
+
+
+def _refused(body: str, clean: str, name: str, cache: StatementCache) -> Finding | None:
+    """The ``DEV000`` of what the target Python refuses in ``clean`` (whose libcst parse,
+    of ``body``, ``cache`` holds), as :func:`devlint.engine.lint` reports it; judged per
+    changed statement (:meth:`StatementCache.accepted`) and, when something is refused, by
+    :func:`devlint.syntax.refusal` on the whole text, which places it as ``devlint check`` does."""
+    if body == clean and cache.accepted(syntax.target_version(), syntax.accepts):
+        return None
+    _, refused, _ = syntax.refusal(clean)
+    if refused is None:
+        return None
+    line, column, reason = refused
+    return Finding(name, line, column, PARSE_ERROR, f"could not parse: {reason}, line {line}", line, column)
+
+
+def _cli_only(text: str) -> bool:
+    """Is ``text`` one the server leaves to ``devlint check``'s own pipeline: a NUL character
+    (refused at it), a form feed in a statement's indentation (removed before libcst parses,
+    :func:`devlint.syntax.for_libcst`) or more lines than :data:`devlint.syntax.LINE_BUDGET`?"""
+    return ("\0" in text or ("\f" in text and bool(syntax.for_libcst(text, None)[1]))
+            or text.count("\n") >= syntax.LINE_BUDGET)
 
 
 class Cancelled(BaseException):
@@ -139,6 +170,7 @@ def lint_text(text: str, path: str | None, state: DocumentState, settings: Setti
         select, ignore = config.selection(None, (), ())
         dropped = tuple(config.ignored_codes(path))
         torch_settings.set_torch_version(config.torch_version)  # fixes and messages read it
+        syntax.set_target_version(config.target_version)  # what is refused (DEV000) reads it
     view = project.view(path) if project is not None and path else None
     state.deps = view.deps if view is not None else {}
     every = enabled_rules(select, ignore)
@@ -153,9 +185,19 @@ def lint_text(text: str, path: str | None, state: DocumentState, settings: Setti
         return []
     if cancelled is not None and cancelled():
         raise Cancelled()
+    if _cli_only(clean):  # rare inputs: exactly as devlint check lints them, no cache
+        findings = noqa.apply(lint(clean, name, rules=every, project=view), clean)
+        if dropped:
+            findings = [f for f in findings if not f.code.startswith(dropped)]
+        state.good_text, state.good_findings = clean, findings
+        return findings
 
     def narrow(body: str, rules: list) -> list:
-        """The ``ast`` pre-check while it pays, then the stale-lint watcher."""
+        """What the target Python refuses, the ``ast`` pre-check while it pays, then the
+        stale-lint watcher."""
+        refused = _refused(body, clean, name, state.cache)
+        if refused is not None:
+            raise _Refused(refused)
         if state.cache.stats.full:
             state.precheck = True  # a new text: see whether the pre-check pays on it
         if state.precheck:
@@ -176,8 +218,13 @@ def lint_text(text: str, path: str | None, state: DocumentState, settings: Setti
             rules = [*rules, _watcher(cancelled)]
         return rules
 
-    findings, error = lint_parsed_by(clean, name, rules, state.cache.parse, narrow,
-                                     state.cache.ast_stand_in, state.positions, view)
+    try:
+        findings, error = lint_parsed_by(clean, name, rules, state.cache.parse, narrow,
+                                         state.cache.ast_stand_in, state.positions, view)
+    except _Refused as refused:  # as devlint check: that one DEV000 (unless a # noqa silences it)
+        findings = noqa.apply([refused.finding], clean, state.noqa_lines.mapping)
+        state.broken = [f for f in findings if not (dropped and f.code.startswith(dropped))]
+        return state.broken
     if error is not None:  # a syntax error: DEV000, the good findings of unchanged lines kept
         kept = carried(state.good_text, state.good_findings, clean) if state.good_text is not None else []
         state.broken = sorted([*(f for f in kept if f.code != PARSE_ERROR), error])
