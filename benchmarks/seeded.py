@@ -416,8 +416,10 @@ class _Finder:
                 if not (others or self.module_moves_model or _model_moved(holder)):
                     continue  # nothing says the model is on a device
                 stmt, top = self._statement(move), self._top(move)
-                if form == "call arg":
-                    used = True
+                if form == "call arg":  # model(x.to(d)) after x = x.to(d): a second move, no bug without it
+                    used = not (isinstance(move.func.value, ast.Name) and any(
+                        isinstance(n, ast.Assign) and n.lineno < move.lineno and is_device_move(n.value)
+                        and move.func.value.id in _names(n.targets[0]) for n in _own_walk(region)))
                 else:
                     assign = stmt if isinstance(stmt, (ast.Assign, ast.AnnAssign)) else None
                     names = set()
@@ -429,7 +431,10 @@ class _Finder:
                             i = assign.value.elts.index(top)
                             if i < len(t.elts):
                                 names = _names(t.elts[i])
-                    used = bool(names) and self._used_in_call(names, region, stmt.end_lineno)
+                    used = bool(names) and self._used_in_call(names, region, stmt.end_lineno) and not any(
+                        isinstance(n, ast.Attribute) and n.attr == "device" and isinstance(n.value, ast.Name)
+                        and n.value.id in names and n.lineno > stmt.end_lineno for n in _own_walk(region))
+                    # out.to(y.device) after it: the rest follows y wherever it is (fairscale's pipe)
                 if not used:
                     continue
                 seen.add(id(move))

@@ -40,5 +40,9 @@ HELDOUT = [
     ecosystem.Package("advertorch", "0.2.3", sdist=True, keep=r"^advertorch_examples/", why="tutorial_train_mnist.py: clean and adversarial training"),
     ecosystem.Package("cleverhans", "3.0.1", sdist=True, keep=r"^cleverhans_tutorials/.*pytorch", why="mnist_tutorial_pytorch.py: a .cuda() training loop"),
     ecosystem.Package("cleanlab", "2.0.0", keep=r"^cleanlab/experimental/", why="experimental/mnist_pytorch.py: if self.cuda: data.cuda()"),
+    ecosystem.Package("brevitas", "0.13.4", keep=r"^brevitas_examples/(?!stable_diffusion)",
+                      why="brevitas_examples/: BNN trainer, ImageNet and super-resolution train/validate loops"),
+    ecosystem.Package("sparseml", "1.8.0", keep=r"^sparseml/pytorch/torchvision/", why="torchvision/train.py: the torchvision reference train/evaluate loops"),
+    ecosystem.Package("fairscale", "0.4.13", sdist=True, keep=r"^benchmarks/", why="benchmarks/: FSDP, MoE and pipe training scripts, .cuda() moves"),
 ]
 SETS = {"default": PACKAGES, "heldout": HELDOUT, "all": PACKAGES + HELDOUT}

@@ -154,6 +154,14 @@ ALIGN = '''def evaluate(detector, loader, device):
         metrics.update(scores, y.to(scores.device))
 
 
+def twice(model, loader, device):
+    model.to(device)
+    for source, target in loader:
+        source = source.to(device)
+        target = target.to(device)
+        loss = crit(model(source.to(device)), target)
+
+
 def stage(self, strategy, loader):
     for inputs in loader:
         x = inputs[0].to(strategy.device)
@@ -166,7 +174,8 @@ def test_no_mutant_where_the_item_is_moved_again_or_only_aligned_with_a_result()
     found = {(m.line, m.shape) for m in seeded.mutants_of("pkg", "align.py", ALIGN, wide=True)}
     assert (5, "call arg") in found  # detector(x.to(device)) -> detector(x): a bug
     assert not {line for line, _ in found} & {4, 6}  # y moved again at 6; y.to(scores.device) aligns two results
-    assert {(11, "y = e.to(d)"), (12, "y = e.to(d)")} <= found  # a parameter's device is a placement
+    assert {(19, "y = e.to(d)"), (20, "y = e.to(d)")} <= found  # a parameter's device is a placement
+    assert (13, "x = x.to(d)") in found and not {line for line, _ in found} & {12, 14}  # model(source.to(d)) moves again
 
 
 CPU = '''def fit(self, loader):
@@ -179,6 +188,8 @@ CPU = '''def fit(self, loader):
 '''
 
 
-def test_no_mutant_where_the_model_is_placed_on_the_cpu():
+def test_no_mutant_where_the_model_is_on_the_cpu_or_the_output_follows_the_item():
     assert seeded.mutants_of("pkg", "cpu.py", CPU, wide=True) == []
+    follows = CPU.replace('"cpu"', '"cuda"').replace("crit(model(x), y)", "crit(model(x).to(y.device), y)")
+    assert {m.line for m in seeded.mutants_of("pkg", "cpu.py", follows, wide=True)} == {5}  # the output follows y
     assert {m.line for m in seeded.mutants_of("pkg", "cpu.py", CPU.replace('"cpu"', '"cuda"'), wide=True)} == {5, 6}
