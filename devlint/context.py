@@ -43,6 +43,35 @@ class Context:
         self.statement_index = 0  # index in Module.body of the statement being visited
         #: this file's :class:`devlint.project.index.View` of the project (``None``: alone)
         self.project = None
+        #: results kept from the previous lint of the same document (:meth:`remembered`)
+        self._kept: dict | None = None
+        self._kept_now: dict = {}
+
+    def keep_between_lints(self, memo: dict | None) -> None:
+        """Let :meth:`remembered` keep its results in ``memo``, a dict the caller keeps for
+        one document between lints (the language server's; ``None``: nothing kept)."""
+        self._kept = None if memo is None else memo.setdefault("remembered", {})
+        self._kept_now = {}
+
+    def done_with_lint(self, memo: dict | None) -> None:
+        """Keep for the next lint only the results this one asked for (nodes since replaced
+        are dropped with them)."""
+        if memo is not None and self._kept is not None:
+            memo["remembered"] = self._kept_now
+
+    def remembered(self, kind: str, node: cst.CSTNode, make):
+        """``make()``, a pure function of the immutable ``node``, computed once per node while
+        the caller keeps the document's memo (:meth:`keep_between_lints`): an edit inside a
+        long class computes it again only for the nodes the edit made. Without a memo, just
+        ``make()``."""
+        if self._kept is None:
+            return make()
+        key = (kind, id(node))
+        entry = self._kept_now.get(key) or self._kept.get(key)
+        if entry is None or entry[0] is not node:
+            entry = (node, make())
+        self._kept_now[key] = entry
+        return entry[1]
 
     @property
     def guarded(self) -> bool:

@@ -1060,7 +1060,7 @@ class DeviceFlow(Analysis):
         fname = node.name.value
         if plain:
             self.signatures[fname] = None if fname in self.signatures else [p.name.value for p in positional]
-        options = _handed_on_only(node) if not frame.forward else set()
+        options = self.ctx.remembered("handed-on", node, lambda: _handed_on_only(node)) if not frame.forward else set()
         for param in (*positional, *params.kwonly_params):
             name = param.name.value
             frame.vars[name] = V(PARAM, param=(fname, name)) if plain else None

@@ -255,6 +255,7 @@ def _analyse(module: cst.Module, path: str, text: str, rules: Sequence[type[Rule
              memo: dict | None = None, project=None) -> list[Finding]:
     ctx = Context(path, text)
     ctx.project = project
+    ctx.keep_between_lints(memo)
     analyses: list[Analysis] = []
     for rule in rules:
         for kind in rule.requires:
@@ -265,6 +266,7 @@ def _analyse(module: cst.Module, path: str, text: str, rules: Sequence[type[Rule
     try:
         visit, leave = walk.tables(participants)
         walk.walk(module, visit, leave, ctx)
+        ctx.done_with_lint(memo)
         return _findings(module, path, text, ctx, tree, memo)
     finally:
         # The analyses and the reported rules point back at ``ctx``: cut those cycles so that

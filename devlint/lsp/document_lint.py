@@ -18,7 +18,6 @@ from .. import noqa, settings as torch_settings, syntax
 from ..engine import enabled_rules, lint, lint_parsed_by, project_rules, triggered
 from ..finding import PARSE_ERROR, Finding
 from ..incremental import StatementCache
-from ..inner_positions import KEY as INNER_KEY
 from ..notebook import Notebook
 from ..precheck import candidates
 from .noqa_lines import LineGroups
@@ -85,7 +84,8 @@ class DocumentState:
     cache: StatementCache = field(default_factory=StatementCache)
     good_text: str | None = None
     good_findings: list[Finding] = field(default_factory=list)
-    #: rendered positions of top-level statements with findings (``lint_module(positions=)``)
+    #: rendered positions of top-level statements with findings (``lint_module(positions=)``),
+    #: and what the analyses keep per node between lints (``Context.remembered``)
     positions: dict = field(default_factory=dict)
     #: whether the next lint runs the ``ast`` pre-check: on a new text (the first lint, a full
     #: parse), then for as long as it left no rule to run (it spared the parse's traversal);
@@ -231,7 +231,7 @@ def lint_text(text: str, path: str | None, state: DocumentState, settings: Setti
         return state.broken
     if state.positions:
         alive = {id(statement) for statement in state.cache.module.body}
-        for key in [k for k in state.positions if k not in alive and k != INNER_KEY]:
+        for key in [k for k in state.positions if k not in alive and not isinstance(k, str)]:
             del state.positions[key]
     findings = noqa.apply(findings, clean, state.noqa_lines.mapping)
     if dropped:
