@@ -21,6 +21,7 @@ from .config import Config, ConfigError, Resolver, check_codes, parse_version
 from .engine import enabled_rules
 from .finding import PARSE_ERROR, Finding
 from .fix import FileFix
+from .formats import sources
 from .formats.text import applicable
 from .rules import all_rules
 from .runner import check_paths, check_source, discover, display_path, read_file
@@ -264,7 +265,7 @@ def check_once(run: Run) -> int:
     stdin: dict[str, bytes] = {}
     if "-" in files:
         stdin["-"] = sys.stdin.buffer.read()
-        formats.SOURCES[display_path(args.stdin_filename) if args.stdin_filename else "-"] = stdin["-"].decode("utf-8", "replace")
+        sources.SOURCES[display_path(args.stdin_filename) if args.stdin_filename else "-"] = stdin["-"].decode("utf-8", "replace")
     groups = _groups(run, files)
     fixed = 0
     fixed_by: Counter = Counter()
@@ -280,7 +281,7 @@ def check_once(run: Run) -> int:
         if "-" in outputs:  # as ruff: the fixed source goes to standard output, the report to stderr
             stdin["-"] = outputs["-"]
             # the report that follows shows the fixed text's lines, so its snippets must come from it
-            formats.SOURCES[display_path(args.stdin_filename) if args.stdin_filename else "-"] = outputs["-"].decode("utf-8", "replace")
+            sources.SOURCES[display_path(args.stdin_filename) if args.stdin_filename else "-"] = outputs["-"].decode("utf-8", "replace")
             sys.stdout.buffer.write(outputs["-"])
             sys.stdout.flush()
     if args.add_noqa:
@@ -461,7 +462,7 @@ def _watch(run: Run) -> int:
         stamp = time.strftime("%H:%M:%S")
         print(f"[devlint --watch] {stamp} checking {' '.join(paths)}", file=sys.stderr, flush=True)
         try:
-            formats._lines.cache_clear()  # fresh source lines and settings on every pass
+            sources.forget()  # fresh source lines and settings on every pass
             run = Run(run.args)
             check_once(run)
         except UsageError as exc:

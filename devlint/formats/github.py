@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
 from ..finding import PARSE_ERROR, Finding
-from . import described, end_of, relative_path
+from .fields import described, end_of, relative_path
 
 if TYPE_CHECKING:  # annotations only: the rules (and libcst) are not loaded to write a report
     from ..rule import Rule

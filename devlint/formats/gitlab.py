@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
 from ..finding import PARSE_ERROR, Finding
-from . import described, end_of, relative_path, source_line
+from .fields import described, end_of, relative_path
+from .sources import source_line
 
 if TYPE_CHECKING:  # annotations only: the rules (and libcst) are not loaded to write a report
     from ..rule import Rule

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 from ..finding import PARSE_ERROR, Finding
 from ..links import rule_docs_url
-from . import end_of
+from .fields import end_of
 
 if TYPE_CHECKING:  # annotations only: the rules (and libcst) are not loaded to write a report
     from ..rule import Rule

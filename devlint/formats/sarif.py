@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 from .. import __version__
 from ..finding import PARSE_ERROR, Finding
 from ..links import project_url, rule_docs_url
-from . import described, end_of, relative_path
+from .fields import described, end_of, relative_path
 
 if TYPE_CHECKING:  # annotations only: the rules (and libcst) are not loaded to write a report
     from ..rule import Rule

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
 from ..finding import Finding
+from .sources import source_lines
 
 if TYPE_CHECKING:  # annotations only: the rules (and libcst) are not loaded to write a report
     from ..rule import Rule
@@ -75,8 +76,6 @@ def render(findings: Sequence[Finding], rules: Sequence[type[Rule]], root: Path,
     line). The CLI adds the summary line."""
     if not full:
         return "".join(line(f, unsafe, color) + "\n" for f in findings)
-    from . import source_lines
-
     parts = []
     for finding in findings:
         parts.append(line(finding, unsafe, color))
