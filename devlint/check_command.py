@@ -310,7 +310,11 @@ def check_once(run: Run) -> int:
         if config.per_file_ignores:
             found = [f for f in found if not _per_file_dropped(f, config)]
         findings.extend(found)
-    findings = sorted((replace(f, path=display_path(f.path)) for f in findings),
+    shown: dict[str, str] = {}  # one display path per file, not per finding
+    for f in findings:
+        if f.path not in shown:
+            shown[f.path] = display_path(f.path)
+    findings = sorted((f if shown[f.path] == f.path else replace(f, path=shown[f.path]) for f in findings),
                       key=lambda f: (f.path, f.cell or 0, f.line, f.column, f.code))
     rules = [rules_ran[c] for c in sorted(rules_ran)]
     color = use_color() and not args.output_file and run.format in ("full", "concise")

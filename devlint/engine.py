@@ -165,7 +165,8 @@ def _parse_and_analyse(text: str, path: str, rules, given: list, skipped: list[F
             module = parsing.parse_in_pieces(text, cuts)
     except Exception as exc:  # noqa: BLE001 - ParserSyntaxError, or the native parser's own
         return [*skipped, parse_failures.parse_failure(text, path, exc)]
-    return sorted([*skipped, *lint_module(module, text, path, rules=rules, tree=starts, project=project)])
+    return sorted([*skipped, *lint_module(module, text, path, rules=rules, tree=starts, project=project)],
+                  key=Finding.order)
 
 
 def lint_parsed_by(
@@ -208,7 +209,7 @@ def lint_parsed_by(
                 return skipped, None
         stand_in = tree() if tree is not None else None
         return sorted([*skipped, *lint_module(module, body, path, rules=rules, tree=stand_in, positions=positions,
-                                              project=project)]), None
+                                              project=project)], key=Finding.order), None
     finally:
         if collecting:
             gc.enable()
@@ -300,4 +301,4 @@ def _findings(module: cst.Module, path: str, text: str, ctx: Context, tree, memo
         findings.add(
             Finding(path, where.start.line, where.start.column, rule.code, message, where.end.line, where.end.column, fix)
         )
-    return sorted(findings)
+    return sorted(findings, key=Finding.order)

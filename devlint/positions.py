@@ -34,15 +34,21 @@ Span = tuple[int, int, int, int]
 
 
 class _Recorder(CodegenState):
-    """A code generation state that keeps no text, only the position and each node's span."""
+    """A code generation state that keeps no text, only the position and each node's span,
+    keyed by the node's ``id`` (libcst's ``__hash__`` is a Python call per lookup). It is its
+    own context manager for the syntactic positions libcst records: ``with
+    state.record_syntactic_position(node)`` stores the arguments, ``__enter__`` pushes them
+    with the position, ``__exit__`` pops them (no object per node)."""
 
-    __slots__ = ("line", "column", "starts", "spans")
+    __slots__ = ("line", "column", "starts", "spans", "_pending", "_open")
 
     def __init__(self, indent: str, newline: str) -> None:
         super().__init__(default_indent=indent, default_newline=newline)
         self.line, self.column = 1, 0
         self.starts: list[tuple[int, int]] = []
-        self.spans: dict = {}
+        self.spans: dict[int, Span] = {}
+        self._pending: tuple = ()
+        self._open: list[tuple] = []
 
     def add_token(self, value: str) -> None:
         if "\n" in value or "\r" in value:
@@ -61,36 +67,30 @@ class _Recorder(CodegenState):
 
     def after_codegen(self, node) -> None:
         line, column = self.starts.pop()
-        if node not in self.spans:  # a syntactic span recorded inside wins (as in libcst)
-            self.spans[node] = (line, column, self.line, self.column)
+        key = id(node)
+        if key not in self.spans:  # a syntactic span recorded inside wins (as in libcst)
+            self.spans[key] = (line, column, self.line, self.column)
 
-    def record_syntactic_position(self, node, *, start_node=None, end_node=None) -> "_Syntactic":
-        return _Syntactic(self, node, start_node, end_node)
-
-
-class _Syntactic:
-    """The ``with`` block libcst opens around a node's own tokens."""
-
-    __slots__ = ("state", "node", "start_node", "end_node", "line", "column")
-
-    def __init__(self, state: _Recorder, node, start_node, end_node) -> None:
-        self.state, self.node, self.start_node, self.end_node = state, node, start_node, end_node
+    def record_syntactic_position(self, node, *, start_node=None, end_node=None) -> "_Recorder":
+        self._pending = (node, start_node, end_node)
+        return self
 
     def __enter__(self) -> None:
-        self.line, self.column = self.state.line, self.state.column
+        self._open.append((*self._pending, self.line, self.column))
 
     def __exit__(self, *exc) -> None:
-        state = self.state
-        spans = state.spans
-        start = spans[self.start_node][:2] if self.start_node is not None else (self.line, self.column)
-        end = spans[self.end_node][2:] if self.end_node is not None else (state.line, state.column)
-        spans[self.node] = (*start, *end)
+        node, start_node, end_node, line, column = self._open.pop()
+        spans = self.spans
+        start = spans[id(start_node)][:2] if start_node is not None else (line, column)
+        end = spans[id(end_node)][2:] if end_node is not None else (self.line, self.column)
+        spans[id(node)] = (*start, *end)
 
 
-def statement_ranges(statement, indent: str, newline: str) -> dict:
-    """``node -> span`` (:data:`Span`) of every node of ``statement`` generated alone, its
+def statement_ranges(statement, indent: str, newline: str) -> dict[int, Span]:
+    """``id(node) -> span`` (:data:`Span`) of every node of ``statement`` generated alone, its
     first line (its leading blank and comment lines included) line 1. ``indent`` and
-    ``newline`` are the module's defaults. Raises what libcst's code generation raises."""
+    ``newline`` are the module's defaults; the ids are valid while ``statement`` lives.
+    Raises what libcst's code generation raises."""
     state = _Recorder(indent, newline)
     statement._codegen(state)
     return state.spans
@@ -173,9 +173,9 @@ def _place(module: cst.Module, index: int, start: int, nodes: list, found: dict,
         if memo is not None:
             memo[id(statement)] = (statement, style, where)
     decorators = getattr(statement, "decorators", None)
-    shift = start - where[decorators[0] if decorators else statement][0]
+    shift = start - where[id(decorators[0] if decorators else statement)][0]
     for node in nodes:
-        span = where.get(node)
+        span = where.get(id(node))
         if span is None:
             missing.append(node)
             continue
