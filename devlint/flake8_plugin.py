@@ -4,6 +4,12 @@ flake8 applies ``# noqa`` and selection itself; this class only turns lines into
 through :func:`devlint.engine.lint`. It never raises: a file libcst cannot parse yields no DEV
 finding (flake8 reports E999 for it), since one exception would abort the whole flake8 run.
 When flake8's selection cannot keep any DEV code (e.g. ``--select=E9``), nothing is parsed.
+
+Findings go through the CLI's content-hash cache (:mod:`devlint.cache`, in ``.devlint_cache/``
+of the folder flake8 runs in, under a key of their own: these are taken before ``# noqa``,
+which flake8 applies), with the project view (:mod:`devlint.project`) and its dependencies as
+``devlint check`` keeps them: an unchanged file is not parsed again. ``--devlint-no-cache`` (or ``devlint-no-cache = true`` in flake8's configuration)
+turns the cache off.
 """
 
 from __future__ import annotations
@@ -36,14 +42,22 @@ class DevlintChecker:
     name = "devlint"
     version = __version__
     _active: ClassVar[bool] = True
+    _cached: ClassVar[bool] = True
 
     def __init__(self, tree: Any, lines: list[str], filename: str) -> None:
         self.tree, self.lines, self.filename = tree, lines, filename
+
+    @staticmethod
+    def add_options(parser: Any) -> None:
+        """flake8's option ``--devlint-no-cache``: lint every file, keep nothing."""
+        parser.add_option("--devlint-no-cache", action="store_true", default=False, parse_from_config=True,
+                          help="devlint: do not read or write .devlint_cache/")
 
     @classmethod
     def parse_options(cls, options: Any) -> None:
         """Skip all work when flake8's ``--select``/``--ignore`` drop every DEV code, and warn
         once when a bare ``D`` in ``ignore``/``extend-ignore`` (pydocstyle's prefix) drops some."""
+        cls._cached = not getattr(options, "devlint_no_cache", False)
         dropped: list[str] = []
         try:
             from flake8.style_guide import Decision, DecisionEngine
@@ -93,14 +107,53 @@ class DevlintChecker:
         if not self._active:
             return
         try:
-            from .engine import lint  # imported only when DEV codes are selected
             from .finding import PARSE_ERROR
-            from .project import view_for
 
-            project = view_for(self.filename) if self.filename not in ("stdin", "-") else None
-            findings = lint("".join(self.lines), self.filename, tree=self.tree, project=project)
+            findings = self._findings()
         except Exception:  # noqa: BLE001 - never abort the user's flake8 run
             return
         for finding in findings:
             if finding.code != PARSE_ERROR:
                 yield finding.line, finding.column, finding.text, type(self)
+
+    def _findings(self) -> list:
+        """The file's findings before ``# noqa``, from the cache when its text (and every
+        project file they read) is unchanged; else linted, then stored."""
+        from .project import view_for
+
+        text = "".join(self.lines)
+        alone = self.filename in ("stdin", "-")
+        cache = None if alone or not self._cached else _cache()
+        project = None if alone else view_for(self.filename, cache.folder if cache is not None else None)
+        key = None
+        if cache is not None:
+            key = cache.key(os.path.abspath(self.filename), text.encode("utf-8", "surrogatepass"))
+            found = cache.get(key, project.index.digest if project is not None else None)
+            if found is not None:
+                return found
+        from .engine import lint  # imported only when a file is linted
+
+        found = lint(text, self.filename, tree=self.tree, project=project)
+        if cache is not None:
+            cache.put(key, found, project.deps if project is not None else None)
+        return found
+
+
+_CACHES: dict = {}
+
+
+def _cache():
+    """The cache of the folder flake8 runs in, one per process (``None``: none to be had)."""
+    from pathlib import Path
+
+    from .cache import Cache
+    from .settings import torch_version
+    from .syntax import target_version
+
+    root = Path.cwd()
+    found = _CACHES.get(root)
+    if found is None:
+        # the CLI's settings salt, and a mark of its own: these findings precede # noqa
+        salt = ["DEV", "@flake8", f"@torch-version={torch_version()}", f"@target-version={target_version()}"]
+        found = _CACHES[root] = Cache(root, salt, ())
+    return found

@@ -53,3 +53,22 @@ def test_concurrent_runs_share_the_cache(tmp_tree):
     assert all(r.returncode == 1 and "Traceback" not in r.stderr for r in runs)
     assert len({r.stdout for r in runs}) == 1 and runs[0].stdout.count("DEV102") == 12
     assert not [p for p in Path(root / FOLDER).rglob(".tmp-*")]
+
+
+def test_flake8_plugin_goes_through_the_cache(tmp_tree):
+    from conftest import flake8
+
+    root = tmp_tree({"a.py": "import torch\nx = torch.ones(1).cuda()\ny = torch.ones(1).cuda()  # noqa: DEV102\n"})
+    first = flake8("--select=DEV", "a.py", cwd=root)
+    entries = list((root / FOLDER).glob("*/*"))
+    assert "DEV102" in first.stdout and len(entries) == 1
+    # the entry holds the findings before # noqa (flake8 applies it): both lines are there
+    assert entries[0].read_text().count('"DEV102"') == 2
+    # served from the cache: a message changed in the entry is what flake8 prints
+    entries[0].write_text(entries[0].read_text().replace(".cuda()", ".cached()"))
+    second = flake8("--select=DEV", "a.py", cwd=root)
+    assert ".cached()" in second.stdout and second.stdout.count("DEV102") == 1
+    fresh = flake8("--select=DEV", "--devlint-no-cache", "a.py", cwd=root)
+    assert fresh.stdout == first.stdout
+    (root / "a.py").write_text("import torch\nx = torch.ones(1)\n")
+    assert "DEV102" not in flake8("--select=DEV", "a.py", cwd=root).stdout
