@@ -193,3 +193,15 @@ def test_no_mutant_where_the_model_is_on_the_cpu_or_the_output_follows_the_item(
     follows = CPU.replace('"cpu"', '"cuda"').replace("crit(model(x), y)", "crit(model(x).to(y.device), y)")
     assert {m.line for m in seeded.mutants_of("pkg", "cpu.py", follows, wide=True)} == {5}  # the output follows y
     assert {m.line for m in seeded.mutants_of("pkg", "cpu.py", CPU.replace('"cpu"', '"cuda"'), wide=True)} == {5, 6}
+
+
+CACHED_HELDOUT = [p for p in seeded.HELDOUT if (seeded.ecosystem.CACHE / "src" / f"{p.name}-{p.version}" / ".done").exists()]
+
+
+@pytest.mark.skipif(not CACHED_HELDOUT, reason="no held-out package cached: run python benchmarks/seeded.py --set heldout once")
+def test_heldout_run_reports_apart(capsys):
+    names = ",".join(p.name for p in CACHED_HELDOUT[:2])
+    assert seeded.main(["--offline", "--set", "heldout", "--only", names, "--budget", "2"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("set: heldout (wide shapes)\n") and "DEV111 findings on the unmutated files: 0" in out
+    assert not any(p.name in out for p in seeded.PACKAGES)  # the tuned-on packages stay out of it
