@@ -42,7 +42,7 @@ import libcst as cst
 from .branch_tests import asks_for_accelerator, not_none_names
 from .batches import BATCH_CALL, BATCH_PARAMS, ITERATING_WRAPPERS
 from .guards import string_value
-from .later_moves import moves_items
+from .later_moves import collected, moves_items
 from .modules import is_module_class
 from .names import dotted
 from .patterns import captures
@@ -1154,7 +1154,8 @@ class DeviceFlow(Analysis):
             elif name in frame.params:
                 groups.setdefault(id(frame.node), []).append(name)
         for group, members in groups.items():
-            if group not in frame.moved_groups and moves_items(body, members, self._device_move, self._other_value):
+            seen = self.ctx.remembered("later-moves", body, lambda: collected(body))
+            if group not in frame.moved_groups and moves_items(body, members, self._device_move, self._other_value, seen):
                 frame.moved_groups.add(group)
 
     def _other_value(self, expr: cst.BaseExpression) -> bool:
@@ -1259,7 +1260,7 @@ class DeviceFlow(Analysis):
             return
         current = frame.vars
         joined = {}
-        device_test = asks_for_accelerator(node.test)
+        device_test = self.ctx.remembered("device-test", node.test, lambda: asks_for_accelerator(node.test))
         guarded = not_none_names(node.test)
         for name in set(after_body) | set(current):
             a, b = after_body.get(name), current.get(name)

@@ -96,17 +96,25 @@ class _Collector(cst.CSTVisitor):
             self.moves.append(node)
 
 
+def collected(body: cst.CSTNode) -> _Collector:
+    """The assignments and move calls of ``body``'s straight path (a pure function of the
+    immutable node: the language server keeps it between lints, ``Context.remembered``)."""
+    seen = _Collector()
+    body.visit(seen)
+    return seen
+
+
 def moves_items(body: cst.CSTNode, names: Iterable[str], is_move: Callable[[cst.Call], bool],
-                other_device: Callable[[cst.BaseExpression], bool]) -> bool:
+                other_device: Callable[[cst.BaseExpression], bool], seen: _Collector | None = None) -> bool:
     """Does ``body`` move, anywhere, an item that starts from one of ``names`` or from a name
     bound from them (in any order: ``y = batch[1]`` then ``y.to(d)``)? ``is_move`` tells a
     device move from a dtype cast or a ``.to("cpu")``. Not counted: a move whose result is
     thrown away, a move of a name also bound from something else (``scale, zp =
     obs.get_qparams()`` then ``scale.cuda()``), and a move onto ``device`` bound from
     ``x.device`` where ``other_device(x)`` (the device of another value says where that one
-    is, not that the batch came unmoved)."""
-    seen = _Collector()
-    body.visit(seen)
+    is, not that the batch came unmoved). ``seen``: :func:`collected` of ``body``, if had."""
+    if seen is None:
+        seen = collected(body)
     if not seen.moves:
         return False
     reach = set(names)
