@@ -7,6 +7,7 @@ Run it by hand with the interpreter of the venv that has devlint installed (not 
     .venv/bin/python benchmarks/seeded.py --only d2l,skorch --missed 40
     .venv/bin/python benchmarks/seeded.py --budget 5       # at most 5 mutants per package
     .venv/bin/python benchmarks/seeded.py --set heldout    # the held-out packages only (validation)
+    .venv/bin/python benchmarks/seeded.py --set heldout --all-files   # and DEV111 on files without mutants
 
 Mature libraries hold almost no DEV111 bug (their loops were fixed long ago), so recall on real
 code is measured by seeding one: the packages of ``ecosystem.py`` (and a few more with training
@@ -507,6 +508,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--set", choices=sorted(SETS), default="default",
                         help="default: the tuned-on packages; heldout: the validation packages (HELDOUT); all: both")
     parser.add_argument("--wide", action="store_true", help="the held-out's wider shapes on every set (on for heldout)")
+    parser.add_argument("--all-files", action="store_true",
+                        help="also lint the files without mutants (that move something) for DEV111 findings")
     args = parser.parse_args(argv)
     chosen = SETS[args.set]
     wide = args.wide or args.set == "heldout"
@@ -517,6 +520,7 @@ def main(argv: list[str] | None = None) -> int:
     per_shape: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
     unmutated: list[str] = []
     missed: list[Mutant] = []
+    others = 0
     for pkg in chosen:
         dest = ecosystem.CACHE / "src" / f"{pkg.name}-{pkg.version}"
         if args.offline and not (dest / ".done").exists():
@@ -534,6 +538,9 @@ def main(argv: list[str] | None = None) -> int:
             if args.budget:
                 mutants = mutants[: max(0, args.budget - taken)]
             if not mutants:
+                if args.all_files:  # precision over the rest of the package too
+                    unmutated += [f"{pkg.name}/{rel}:{line}" for line in sorted(dev111_lines(text, rel))]
+                    others += 1
                 continue
             per_pkg[pkg.name]["files"] += 1
             before = dev111_lines(text, rel)
@@ -551,6 +558,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.set != "default" or args.wide:
         print(f"set: {args.set}" + (" (wide shapes)" if wide else ""))
     print(report(per_pkg, per_shape, unmutated))
+    if args.all_files:
+        print(f"(the unmutated files include {others} files without mutants)")
     for m in missed[: args.missed]:
         print(f"  missed [{m.shape}] {m.package}/{m.path}:{m.line}: {m.before}")
     return 0
