@@ -13,6 +13,8 @@ from typing import Callable, ClassVar, NamedTuple
 
 import libcst as cst
 
+from . import rule_docs
+
 
 #: Prepended to every example before it runs as a test: examples, like ruff's, omit the imports.
 PREAMBLE = "import torch\nimport torch.nn as nn\n"
@@ -86,7 +88,7 @@ class Rule(Participant):
     clean: ClassVar[tuple[str, ...]] = ()
     what_it_does: ClassVar[str] = ""
     why_bad: ClassVar[str] = ""
-    fix_safety: ClassVar[str] = "This rule has no autofix."
+    fix_safety: ClassVar[str] = rule_docs.NO_AUTOFIX
 
     def report(self, node: cst.CSTNode, message: str | None = None, fix: NodeFix | None = None) -> None:
         """Record a finding of this rule at ``node`` (position resolved after the traversal),
@@ -101,18 +103,9 @@ class Rule(Participant):
     @classmethod
     def summary(cls) -> str:
         """First line of the class docstring."""
-        return (cls.__doc__ or "").strip().splitlines()[0] if cls.__doc__ else cls.name
+        return rule_docs.summary(cls.__doc__, cls.name)
 
     @classmethod
     def docs(cls) -> str:
         """The rule's docs in ruff's sections, as Markdown."""
-        parts = [f"# {cls.name} ({cls.code})", "", cls.summary(), ""]
-        parts += ["## What it does", cls.what_it_does.strip(), ""]
-        parts += ["## Why is this bad?", cls.why_bad.strip(), ""]
-        if cls.flagged:
-            parts += ["## Example", "```python", cls.flagged[0].strip("\n"), "```", ""]
-        if cls.clean:
-            parts += ["## Use instead", "```python", cls.clean[0].strip("\n"), "```", ""]
-        parts += ["## Fix safety", cls.fix_safety.strip(), ""]
-        parts += ["## Message", f"`{cls.code} {cls.message}`", ""]
-        return "\n".join(parts)
+        return rule_docs.markdown(cls)

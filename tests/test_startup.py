@@ -1,6 +1,7 @@
-"""Startup (issue 27): the command line loads the linter only to lint. ``--version``, ``--help``
-and the help of each command import neither libcst nor the engine, the rules, the runner or
-flake8; each case runs in a fresh interpreter and reads its ``sys.modules``."""
+"""Startup (issue 27): the command line loads the linter only to lint. ``--version``, ``--help``,
+the help of each command and ``devlint rule`` (the docs read from the rule files as text)
+import neither libcst nor the engine, the rules, the runner or flake8; each case runs in a
+fresh interpreter and reads its ``sys.modules``."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ HEAVY = ("libcst", "flake8", "devlint.engine", "devlint.rules", "devlint.runner"
 
 
 @pytest.mark.parametrize("argv", [["--version"], ["--help"], [], ["check", "--help"], ["rule", "--help"],
-                                  ["server", "--help"]])
+                                  ["server", "--help"], ["rule", "DEV102"], ["rule", "--all"]])
 def test_startup_loads_no_linter(argv):
     code = (
         "import json, sys\n"
