@@ -208,3 +208,92 @@ def test_edits_inside_a_big_class_give_a_full_lints_findings():
         deep += bool(state.positions.get(KEY))
         text = new
     assert compared >= 20 and deep >= compared - 3, (compared, deep)
+
+
+def module_class(methods: int = 18) -> str:
+    """A long ``nn.Module`` whose rules read the whole class or a loop: ``__init__`` and
+    ``forward`` (DEV113, DEV114), training loops moving part of a batch (DEV111), an AMP loop
+    (clipping before unscaling), availability guards and ``# noqa`` comments between them."""
+    parts = ["import torch\nimport torch.nn as nn\n\n\nclass Net(nn.Module):\n"
+             "    def __init__(self, n=4):\n        super().__init__()\n"
+             "        self.blocks = [nn.Linear(n, n) for _ in range(3)]\n        self.scale = torch.ones(n)\n\n"
+             "    def forward(self, x):\n        mask = torch.zeros(x.shape[0])\n        return x * self.scale + mask\n\n"]
+    for k in range(methods):
+        if k % 4 == 0:
+            parts.append(f"    def fit{k}(self, loader, crit, device):\n        for x, y in loader:\n"
+                         f"            out = self(x.to(device))\n            loss = crit(out, y)\n            loss.backward()\n\n")
+        elif k % 4 == 1:
+            parts.append(f"    def amp{k}(self, loader, opt):\n        scaler = torch.cuda.amp.GradScaler()\n"
+                         f"        for x in loader:\n            with torch.autocast('cuda'):\n                loss = self(x).sum()\n"
+                         f"            scaler.scale(loss).backward()\n"
+                         f"            torch.nn.utils.clip_grad_norm_(self.parameters(), 1.0)\n"
+                         f"            scaler.step(opt)\n            scaler.update()\n\n")
+        elif k % 4 == 2:
+            parts.append(f"    def place{k}(self, x):\n        if torch.cuda.is_available():\n"
+                         f"            x = x.cuda()\n        y = torch.ones(2).cuda()  # noqa: DEV102\n"
+                         f"        return torch.load('w{k}.pt'), x, y\n\n")
+        else:
+            parts.append(f"    def helper{k}(self, batch, flag=None):\n        # plain\n"
+                         f"        return self.forward(batch[0]), batch[1].cuda(), flag\n\n")
+    parts.append("\nnet = Net().cuda()\n")
+    return "".join(parts)
+
+
+def module_edit(text: str, rng: random.Random) -> str:
+    """:func:`class_edit`, or an edit that changes what a whole-class or loop rule reads:
+    ``forward``/``__init__`` bodies, a batch item moved or not, an unscale added, a ``# noqa``."""
+    lines = text.split("\n")
+    kind = rng.choice(("class", "class", "forward", "init", "move", "unscale", "noqa"))
+    if kind == "class":
+        return class_edit(text, rng)
+    if kind == "forward" and "    def forward(self, x):" in lines:
+        at = lines.index("    def forward(self, x):") + 1
+        lines.insert(at, rng.choice(("        x = x.to(self.scale.device)", "        extra = torch.randn(3)",
+                                     "        self.seen = torch.zeros(1)")))
+    elif kind == "init" and "        super().__init__()" in lines:
+        at = lines.index("        super().__init__()") + 1
+        lines.insert(at, rng.choice(("        self.extra = torch.zeros(2)", "        self.more = [nn.ReLU()]",
+                                     "        self.register_buffer('b', torch.ones(1))")))
+    elif kind == "move":
+        spots = [k for k, line in enumerate(lines) if "crit(out, y)" in line or "crit(out, y.to(device))" in line]
+        if spots:
+            k = rng.choice(spots)
+            lines[k] = (lines[k].replace("crit(out, y)", "crit(out, y.to(device))") if "y)" in lines[k]
+                        else lines[k].replace("y.to(device)", "y"))
+    elif kind == "unscale":
+        spots = [k for k, line in enumerate(lines) if "clip_grad_norm_" in line]
+        if spots:
+            k = rng.choice(spots)
+            lines.insert(k, lines[k][: len(lines[k]) - len(lines[k].lstrip())] + "scaler.unscale_(opt)")
+    else:
+        k = rng.randrange(len(lines))
+        if lines[k].strip() and not lines[k].rstrip().endswith(("\\", ":", ",", "(")) and "#" not in lines[k]:
+            lines[k] += rng.choice(("  # noqa", "  # noqa: DEV1", "  # noqa: DEV201"))
+    return "\n".join(lines)
+
+
+def test_edits_of_whole_class_and_loop_rules_give_a_full_lints_findings():
+    """Edits inside a long ``nn.Module`` (its ``__init__``, ``forward``, loops, ``# noqa``
+    comments) with everything the server keeps between lints (statement cache, positions,
+    the analyses' per-node results, the ``# noqa`` line map): always ``devlint check``'s findings."""
+    text = module_class()
+    path = "/nonexistent-devlint-test/net.py"
+    rng = random.Random("module class")
+    state = DocumentState()
+    first = lint_text(text, path, state)
+    assert first == check_source(text.encode(), path, ["DEV"], [])
+    assert len({f.code for f in first}) >= 5, first
+    compared = 0
+    codes: set[str] = set()
+    for step in range(60):
+        new = module_edit(text, rng)
+        got = lint_text(new, path, state)
+        if not parses(new):
+            assert any(f.code == "DEV000" for f in got)
+            continue
+        full = check_source(new.encode(), path, ["DEV"], [])
+        assert got == full, step
+        codes |= {f.code for f in full}
+        compared += 1
+        text = new
+    assert compared >= 30 and len(codes) >= 6, (compared, codes)
