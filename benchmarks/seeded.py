@@ -556,7 +556,7 @@ def main(argv: list[str] | None = None) -> int:
             if args.budget and taken >= args.budget:
                 break
     if args.set != "default" or args.wide:
-        print(f"set: {args.set}" + (" (wide shapes)" if wide else ""))
+        print(f"set: {args.set}" + (" (wide shapes)" if wide else " (wide shapes on the held-out packages)"))
     print(report(per_pkg, per_shape, unmutated))
     if args.all_files:
         print(f"(the unmutated files include {others} files without mutants)")
