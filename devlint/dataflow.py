@@ -950,6 +950,10 @@ class DeviceFlow(Analysis):
                 for t, e in zip(elements, value_expr.elements):
                     self.bind(t.value, e.value, self.value(e.value, scope), scope)
                 return
+            unpacked = scope is None and value_expr is not None and (v is None or v.kind in (PARAM, PITEM)) and (
+                self.param_group(value_expr) is not None)
+            if unpacked:  # batch_x, batch_y = batch_x of a step function's parameter: one batch's items
+                v = V(PB, group=id(target))
             inner = self.element(v)
             for t in elements:
                 if t.__class__ is cst.StarredElement:
@@ -958,6 +962,9 @@ class DeviceFlow(Analysis):
                     self.bind(t.value, None, v if v is not None and v.kind in (CPUB, DEVB, PB) else inner, scope)
                 else:
                     self.bind(t.value, None, inner, scope)
+            if unpacked:
+                # y.to(d) anywhere in the body says x came unmoved (``pair`` itself: the items' root)
+                self._note_later_moves(self.frame.node.body, [value_expr.value, *(n.value for n in _names_in(target))])
         elif target.__class__ is cst.Subscript and scope is None:
             base = target.value
             if base.__class__ is cst.Name and base.value in self.frame.vars:
