@@ -27,7 +27,7 @@ from typing import Iterator
 
 import libcst as cst
 
-from .autocast import AUTOCAST, BoundContext, Region, bound_context, dtype_of, parse_region
+from .autocast import BoundContext, Region, bound_context, dtype_of, parse_region
 from .modules import is_module_class, is_module_constructor, strip_module_methods
 from .names import dotted
 from .rule import Analysis, Rule, Site

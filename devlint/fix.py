@@ -308,7 +308,6 @@ class FileFix:
 
     def diff(self) -> str:
         """The change as a unified diff (``a/path``, ``b/path``), cut into Python's lines."""
-        import difflib
 
         def lines(data: bytes) -> list[str]:
             try:

@@ -380,29 +380,6 @@ def has_backward(facts: Facts) -> bool:
     return "backward" in facts.methods or bool(facts.calls_to({"torch.autograd.backward"}))
 
 
-#: Calls that make a CPU tensor or batch for the device dataflow (:mod:`devlint.dataflow`).
-CPU_MAKERS = ("tensor", "as_tensor", "from_numpy")
-
-
-def makes_cpu_tensor(call: ast.Call, factories: frozenset[str]) -> bool:
-    """Could this call make a CPU tensor: a factory (``torch.zeros``...) or ``torch.tensor``/
-    ``as_tensor``/``from_numpy`` without a ``device=`` that names something else than a literal,
-    a name or a call (``device=x.device`` is on the inputs' device)?"""
-    func = call.func
-    last = func.attr if func.__class__ is _Attribute else func.id if func.__class__ is _Name else None
-    if last not in factories and last not in CPU_MAKERS:
-        return False
-    for kw in call.keywords:
-        if kw.arg == "device":
-            return kw.value.__class__ in (_Constant, _Name, _Call)
-    return True
-
-
-def unit_makes_cpu_tensor(unit: Unit, factories: frozenset[str]) -> bool:
-    """Does the unit hold a call that may make a CPU tensor (see :func:`makes_cpu_tensor`)?"""
-    return any(makes_cpu_tensor(c, factories) for c in unit.calls(*factories, *CPU_MAKERS))
-
-
 def is_move(call: ast.Call, dtypes: frozenset[str]) -> bool:
     """Could ``<x>.cuda(...)``/``<x>.to(...)`` move ``x`` to a device (not a dtype cast, not
     ``.to("cpu")``)?"""
@@ -463,15 +440,6 @@ def module_class(cls: ast.ClassDef, facts: Facts) -> bool:
         if any(n.startswith("torch.nn") for n in facts.resolve(base)):
             return True
     return False
-
-
-def builds_optimizer(facts: Facts) -> bool:
-    """Does the file call a class that may be a ``torch.optim`` optimizer?"""
-    return any(
-        n.startswith("torch.optim.")
-        for table in (facts.methods, facts.functions) for last, calls in table.items() if last[:1].isupper()
-        for call in calls for n in facts.resolve(call.func)
-    )
 
 
 
@@ -870,45 +838,3 @@ def own_nodes(function: ast.AST) -> Iterable[ast.AST]:
         if t in (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda):
             continue
         stack.extend(ast.iter_child_nodes(node))
-
-
-def bound_names(facts: Facts) -> set[str]:
-    """Every name the file binds as a variable or a parameter (what ``DeviceFlow.lookup`` can
-    find), imports and ``def``/``class`` names left out."""
-    found = facts.memo.get("bound_names")
-    if found is None:
-        found = set()
-        for node in ast.walk(facts.tree):
-            t = node.__class__
-            if t is _Name:
-                if node.ctx.__class__ is not ast.Load:
-                    found.add(node.id)
-            elif t is ast.arg:
-                found.add(node.arg)
-        facts.memo["bound_names"] = found
-    return found
-
-
-def method_self(facts: Facts, function: ast.AST) -> str | None:
-    """The name ``DeviceFlow`` takes for ``self`` in ``function``: its first positional
-    parameter when it is a method of a class (also under an ``if``/``try`` of the class body)
-    not decorated ``@staticmethod``/``@classmethod``; else ``None``."""
-    methods = facts.memo.get("methods")
-    if methods is None:
-        methods = set()
-        for cls in facts.classes:
-            stack = list(cls.body)
-            while stack:
-                st = stack.pop()
-                t = st.__class__
-                if t is ast.FunctionDef or t is ast.AsyncFunctionDef:
-                    methods.add(id(st))
-                elif t is not ast.ClassDef:
-                    for field in _BLOCKS:
-                        stack.extend(getattr(st, field, ()) or ())
-        facts.memo["methods"] = methods
-    if id(function) not in methods:
-        return None
-    if any(dotted(d) in ("staticmethod", "classmethod") for d in function.decorator_list):
-        return None
-    return CpuFlow.self_name(function)

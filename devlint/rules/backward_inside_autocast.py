@@ -5,7 +5,8 @@ from __future__ import annotations
 import libcst as cst
 
 from .. import edits
-from ..amp import AUTOCAST, Frame, FrameRule
+from ..amp import Frame, FrameRule
+from ..autocast import AUTOCAST
 from ..precheck import has_backward
 from ..rule import NodeFix
 

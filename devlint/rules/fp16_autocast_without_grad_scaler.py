@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from ..amp import AUTOCAST, Frame, FrameRule
+from ..amp import Frame, FrameRule
+from ..autocast import AUTOCAST
 from ..precheck import has_backward
 
 
