@@ -73,6 +73,11 @@ _READOUTS = frozenset(
     "is_contiguous is_floating_point storage untyped_storage keys __len__ type".split()
 )
 _VIEWS = frozenset("T mT H mH data real imag grad".split())
+#: tensor methods giving a tensor on the same device (a batch given one of them is one tensor)
+_TENSOR_OPS = frozenset(
+    "permute view reshape transpose float double half bfloat16 long int bool byte squeeze unsqueeze contiguous "
+    "flatten clone detach narrow expand repeat flip roll t".split()
+)
 _TENSOR_META = frozenset("shape device dtype ndim is_cuda requires_grad layout names".split())
 #: Methods of a module that return the module itself.
 _SELF_METHODS = frozenset("eval train float half double bfloat16 requires_grad_ share_memory".split())
@@ -742,6 +747,9 @@ class DeviceFlow(Analysis):
                 return V(PB, group=id(call), param=None)
             if env is None and (base is None or base.kind == PARAM) and method not in _READOUTS and self.param_group(receiver) is not None:
                 return V(PITEM, group=self.param_group(receiver))  # x = x.float() of a parameter x
+            if env is None and base is not None and base.kind == PB and method in _TENSOR_OPS:
+                # window = batch_x.permute(1, 0, 2): the batch is one tensor, this an item of it
+                return V(PITEM, group=base.group, param=base.param)
             if base is None:
                 return None
             if method == "type_as":  # takes the other tensor's dtype *and* device
@@ -964,7 +972,11 @@ class DeviceFlow(Analysis):
                     self.bind(t.value, None, inner, scope)
             if unpacked:
                 # y.to(d) anywhere in the body says x came unmoved (``pair`` itself: the items' root)
-                self._note_later_moves(self.frame.node.body, [value_expr.value, *(n.value for n in _names_in(target))])
+                body = self.frame.node.body
+                seen = self.ctx.remembered("later-moves", body, lambda: collected(body))
+                names = [value_expr.value, *(n.value for n in _names_in(target))]
+                if moves_items(body, names, self._device_move, self._other_value, seen):
+                    self.frame.moved_groups.add(id(target))
         elif target.__class__ is cst.Subscript and scope is None:
             base = target.value
             if base.__class__ is cst.Name and base.value in self.frame.vars:
