@@ -48,13 +48,9 @@ from .names import dotted
 from .patterns import captures
 from .rule import Analysis
 
-CPU, DEV, CPUB, DEVB, LOADER, MODEL, INP, CPUDEV = "cpu", "dev", "cpub", "devb", "loader", "model", "inp", "cpudev"
-PARAM, PB, PITEM, ENUM, ZIP = "param", "pbatch", "pitem", "enum", "zip"
-#: a tuple of DataLoaders returned by a project helper (``train, val = build_loaders(cfg)``)
-LOADERS = "loaders"
-#: kinds that only mean something in the frame that made them (never stored on ``self``)
-_LOCAL_KINDS = frozenset({PARAM, PB, PITEM, ENUM, ZIP})
-TENSORS = (CPU, DEV, INP)
+from .flow_kinds import (  # noqa: F401  (re-exported: the rules import the kinds from here)
+    CPU, CPUB, CPUDEV, DEV, DEVB, ENUM, INP, LOADER, LOADERS, MODEL, PARAM, PB, PITEM, TENSORS, ZIP, V, _LOCAL_KINDS,
+)
 
 #: ``torch.set_default_device(x)`` with ``x`` not the literal "cpu", or a CUDA default tensor type.
 _DEFAULT_DEVICE = re.compile(r"set_default_device\(\s*(?![\"']cpu[\"']\s*\))|set_default_tensor_type\([^)]*cuda")
@@ -124,25 +120,6 @@ _NOT_COMPUTING = frozenset(
 _DISPATCH = re.compile(r"callback|hook", re.I)
 _MODULE_NAME = re.compile(r"(model|net|module|encoder|decoder|backbone|classifier)", re.I)
 _SCALAR_ANNOTATIONS = frozenset({"int", "float", "bool", "str", "Optional[int]", "Optional[float]", "Optional[bool]"})
-
-
-class V:
-    """A value's kind; ``origins`` are the factory calls a CPU tensor comes from; ``module``
-    marks a module (as opposed to a tensor); ``explicit`` a tensor placed by ``.cpu()``."""
-
-    __slots__ = ("kind", "origins", "module", "loss", "explicit", "group", "param")
-
-    def __init__(
-        self, kind: str, origins: tuple = (), module: bool = False, loss: bool = False, explicit: bool = False,
-        group: int | None = None, param: tuple[str, str] | None = None,
-    ) -> None:
-        self.kind, self.origins, self.module, self.loss, self.explicit = kind, origins, module, loss, explicit
-        #: ``group``: the batch a PB/PITEM (or a DEV moved from one) belongs to; ``param``:
-        #: ``(function, parameter)`` a PARAM is, or that a PB/PITEM was iterated from
-        self.group, self.param = group, param
-
-    def __repr__(self) -> str:  # pragma: no cover - debugging aid
-        return f"V({self.kind}{', module' if self.module else ''}{', loss' if self.loss else ''})"
 
 
 class ClassInfo:
