@@ -900,7 +900,7 @@ class DeviceFlow(Analysis):
             return V(CPU, group=v.group)
         if v.kind == DEVB:
             return V(DEV)
-        if v.kind == PB:
+        if v.kind in (PB, PITEM) and not v.module:  # batch_x, batch_y = batch_x (a step's parameter)
             return V(PITEM, group=v.group, param=v.param)
         if v.kind in TENSORS and not v.module:
             return V(v.kind)
