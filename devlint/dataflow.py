@@ -45,11 +45,13 @@ from .guards import string_value
 from .later_moves import collected, moves_items
 from .modules import is_module_class
 from .names import dotted
+from .partial_batches import DISPATCH, PartialBatches
 from .patterns import captures
 from .rule import Analysis
 
 from .flow_kinds import (  # noqa: F401  (re-exported: the rules import the kinds from here)
-    CPU, CPUB, CPUDEV, DEV, DEVB, ENUM, INP, LOADER, LOADERS, MODEL, PARAM, PB, PITEM, TENSORS, ZIP, V, _LOCAL_KINDS,
+    CPU, CPUB, CPUDEV, DEV, DEVB, ENUM, FED, INP, LOADER, LOADERS, MIXB, MODEL, PARAM, PB, PITEM, TENSORS, ZIP, V,
+    _LOCAL_KINDS,
 )
 
 #: ``torch.set_default_device(x)`` with ``x`` not the literal "cpu", or a CUDA default tensor type.
@@ -99,7 +101,7 @@ _HELPER_PREFIX = re.compile(r"^(compute|calc|calculate|get|eval|evaluate|run|do|
 _CPU_SIDE_ITEMS = frozenset(
     "len lens length lengths size sizes shape shapes count counts meta metas metadata info infos name names path paths "
     "file files filename filenames fname fnames idx index indices key keys text texts caption captions "
-    "sentence sentences prompt prompts str string strings word words raw uid uids url urls".split()
+    "sentence sentences prompt prompts question questions answer answers str string strings word words raw uid uids url urls".split()
 )
 _SCATTERS = ("DataParallel", "DistributedDataParallel")
 #: methods of a module that are no forward pass
@@ -116,8 +118,6 @@ _NOT_COMPUTING = frozenset(
     "type id hash dict list tuple set zip enumerate range sorted min max any all getattr setattr hasattr "
     "cpu numpy item tolist detach clone to cuda size dim float int bool info debug warning error".split()
 )
-#: receivers that dispatch to callbacks or hooks (which compute nothing with the batch themselves)
-_DISPATCH = re.compile(r"callback|hook", re.I)
 _MODULE_NAME = re.compile(r"(model|net|module|encoder|decoder|backbone|classifier)", re.I)
 _SCALAR_ANNOTATIONS = frozenset({"int", "float", "bool", "str", "Optional[int]", "Optional[float]", "Optional[bool]"})
 
@@ -161,7 +161,7 @@ class Frame:
         self.rebound: set[str] = set()
 
 
-class DeviceFlow(Analysis):
+class DeviceFlow(Analysis, PartialBatches):
     """Scope-level device dataflow (see the module docstring)."""
 
     def __init__(self, ctx) -> None:
@@ -197,6 +197,7 @@ class DeviceFlow(Analysis):
         #: function name -> [(positional kinds, keyword kinds, has *args/**kwargs)] per call site
         self.call_sites: dict[str, list[tuple[list, dict, bool]]] = {}
         self.functions: set[str] = set()
+        self._init_partial(_cpu_side_item, _NOT_COMPUTING, self._device_move, self._other_value)
 
     # ---- queries ------------------------------------------------------------------------
     @property
@@ -310,6 +311,11 @@ class DeviceFlow(Analysis):
         modelish = known and callee.kind == DEV
         unknown_model = not known and not loss and self.model_named(named)
         helper = not (modelish or loss or unknown_model or (callee is not None and callee.kind == PARAM))
+        if helper and not self.scatters:
+            hit = self.partly_moved_call(call)
+            if hit is not None:  # a partly moved batch meets a helper that computes with it
+                self.culprit = hit
+                return True, frozenset()
         if helper and not (self.frame.moved_groups and (self._mixing_callee(func) or (
                 func.__class__ is cst.Attribute and func.attr.value == "update" and self._computing_update(call)))):
             return none
@@ -325,6 +331,13 @@ class DeviceFlow(Analysis):
                     item_arg, evidence = item_arg or arg, True
                 continue
             if v is None or v.module:
+                continue
+            if v.kind == FED:
+                if not helper:
+                    self.note_fed(v)  # pred = self.get_logits(x) with x left behind reaches the loss
+                continue
+            if v.kind == MIXB:
+                item_arg, evidence = item_arg or arg, True  # model(**sample) of a partly moved batch
                 continue
             if v.explicit:
                 explicit = True
@@ -365,7 +378,7 @@ class DeviceFlow(Analysis):
             return True, frozenset()
         if callee is not None and callee.kind == PARAM and not self.scatters:
             needs = {(*callee.param, DEV)}
-            if cpu:
+            if cpu or evidence:  # features(data) with data's sibling moved: if every caller hands a moved model
                 return False, frozenset(needs)
             if loaders:
                 return False, frozenset(needs | {(f, p, LOADER) for f, p in loaders})
@@ -380,7 +393,7 @@ class DeviceFlow(Analysis):
         if func.__class__ is cst.Attribute and self.is_self(func.value):
             return False  # so may a method of this class
         last = name.rsplit(".", 1)[-1]
-        if _DISPATCH.search(name):
+        if DISPATCH.search(name):
             return False  # callbacks.run("on_batch_end", ...), self.hooks.after_step(...): handed on, not computed with
         return last not in _NOT_COMPUTING and not last.startswith(("log", "print", "save", "record", "write"))
 
@@ -444,6 +457,8 @@ class DeviceFlow(Analysis):
                 return V(PITEM, group=self.param_group(expr.value))  # tgt[:, 1:] of a parameter tgt
             if base is None:
                 return None
+            if base.kind == FED:
+                return base
             if base.kind == CPUB:
                 return V(CPU, group=base.group)
             if base.kind == DEVB:
@@ -456,7 +471,8 @@ class DeviceFlow(Analysis):
                 return base
             return None
         if t is cst.Call:
-            return self._call(expr, env)
+            v = self._call(expr, env)
+            return self.fed(expr) if v is None and env is None else v
         if t is cst.BinaryOperation:
             return self._combine((expr.left, expr.right), env)
         if t is cst.Comparison:
@@ -488,6 +504,8 @@ class DeviceFlow(Analysis):
         if base is None:
             return None
         attr = expr.attr.value
+        if base.kind == FED:
+            return base if attr not in _TENSOR_META and not attr.startswith("_") else None
         if base.kind in (CPUB, DEVB, PB):
             if attr in _TENSOR_META or attr.startswith("_") or _MODEL_CALLEE.search(attr):
                 return None  # exp.expert_model: a module, not an item
@@ -545,6 +563,9 @@ class DeviceFlow(Analysis):
         return V(CPU, origins, group=group)
 
     def _container(self, values, stars, env) -> V | None:
+        mixed = self.mixed_container(values, stars, env)
+        if mixed is not None:
+            return mixed
         kinds = set()
         for value, star in zip(values, stars):
             v = self.value(value, env)
@@ -648,6 +669,8 @@ class DeviceFlow(Analysis):
             inner = self.value(positional[0], env)  # pbar = tqdm(loader): still the loader
             if inner is not None and inner.kind in (LOADER, PARAM, ENUM, ZIP):
                 return inner
+        if last == "Variable" and positional and env is None:
+            return self.value(positional[0])  # torch.autograd.Variable(x): x itself
         if last == "enumerate" and positional:
             return V(ENUM, origins=(self.value(positional[0], env),))
         if last == "zip" and positional and not any(a.star for a in call.args):
@@ -729,6 +752,8 @@ class DeviceFlow(Analysis):
                 return V(PITEM, group=base.group, param=base.param)
             if base is None:
                 return None
+            if base.kind == FED:
+                return None if method in _READOUTS or method.startswith("is_") else base
             if method == "type_as":  # takes the other tensor's dtype *and* device
                 other = self.value(call.args[0].value, env) if call.args else None
                 return V(other.kind) if other is not None and other.kind in TENSORS and not other.module else None
@@ -900,6 +925,8 @@ class DeviceFlow(Analysis):
             return V(CPU, group=v.group)
         if v.kind == DEVB:
             return V(DEV)
+        if v.kind == FED:
+            return v
         if v.kind in (PB, PITEM) and not v.module:  # batch_x, batch_y = batch_x (a step's parameter)
             return V(PITEM, group=v.group, param=v.param)
         if v.kind in TENSORS and not v.module:
@@ -940,6 +967,9 @@ class DeviceFlow(Analysis):
             if unpacked:  # batch_x, batch_y = batch_x of a step function's parameter: one batch's items
                 v = V(PB, group=id(target))
             inner = self.element(v)
+            if v is None and scope is None and value_expr is not None and value_expr.__class__ is cst.Call:
+                group = self.parsed_group(value_expr)  # imgs, pids = self.parse_data_for_train(data)
+                inner = V(PITEM, group=group) if group is not None else None
             for t in elements:
                 if t.__class__ is cst.StarredElement:
                     self.bind(t.value, None, None, scope)
@@ -1100,6 +1130,7 @@ class DeviceFlow(Analysis):
 
     def visit_Module(self, node: cst.Module) -> None:
         self.functions = {s.name.value for s in node.body if s.__class__ is cst.FunctionDef}
+        self.function_defs = {s.name.value: s for s in node.body if s.__class__ is cst.FunctionDef}
 
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
@@ -1151,7 +1182,8 @@ class DeviceFlow(Analysis):
                 groups.setdefault(id(frame.node), []).append(name)
         for group, members in groups.items():
             seen = self.ctx.remembered("later-moves", body, lambda: collected(body))
-            if group not in frame.moved_groups and moves_items(body, members, self._device_move, self._other_value, seen):
+            if group not in frame.moved_groups and moves_items(
+                    body, members, self._device_move, self._other_value, seen, related=names):
                 frame.moved_groups.add(group)
 
     def _other_value(self, expr: cst.BaseExpression) -> bool:

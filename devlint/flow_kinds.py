@@ -9,8 +9,11 @@ CPU, DEV, CPUB, DEVB, LOADER, MODEL, INP, CPUDEV = "cpu", "dev", "cpub", "devb",
 PARAM, PB, PITEM, ENUM, ZIP = "param", "pbatch", "pitem", "enum", "zip"
 #: a tuple of DataLoaders returned by a project helper (``train, val = build_loaders(cfg)``)
 LOADERS = "loaders"
+#: a container of a partly moved batch (moved items and one left behind), and the output of a
+#: call given an input left behind (:mod:`devlint.partial_batches`)
+MIXB, FED = "mixb", "fed"
 #: kinds that only mean something in the frame that made them (never stored on ``self``)
-_LOCAL_KINDS = frozenset({PARAM, PB, PITEM, ENUM, ZIP})
+_LOCAL_KINDS = frozenset({PARAM, PB, PITEM, ENUM, ZIP, MIXB, FED})
 TENSORS = (CPU, DEV, INP)
 
 

@@ -43,7 +43,8 @@ def _target_names(target: cst.BaseExpression) -> Iterable[str]:
 class _Collector(cst.CSTVisitor):
     """Plain assignments (target names, the roots of the value's elements) and move calls."""
 
-    def __init__(self) -> None:
+    def __init__(self, straight: bool) -> None:
+        self.straight = straight
         self.assigns: list[tuple[list[str], set[str]]] = []
         self.moves: list[cst.Call] = []
         #: ``device = x.device``: names that hold the device of another value
@@ -63,19 +64,19 @@ class _Collector(cst.CSTVisitor):
     # (``if isinstance(data, Mapping): model(data) else: model(data[0].to(d))``): only the
     # straight-line statements of the body count (``with`` blocks included)
     def visit_If(self, node: cst.If) -> bool:
-        return False
+        return not self.straight
 
     def visit_Try(self, node: cst.Try) -> bool:
-        return False
+        return not self.straight
 
     def visit_For(self, node: cst.For) -> bool:
-        return False
+        return not self.straight
 
     def visit_While(self, node: cst.While) -> bool:
-        return False
+        return not self.straight
 
     def visit_Match(self, node: cst.Match) -> bool:
-        return False
+        return not self.straight
 
     def visit_Lambda(self, node: cst.Lambda) -> bool:
         return False
@@ -96,40 +97,37 @@ class _Collector(cst.CSTVisitor):
             self.moves.append(node)
 
 
-def collected(body: cst.CSTNode) -> _Collector:
-    """The assignments and move calls of ``body``'s straight path (a pure function of the
-    immutable node: the language server keeps it between lints, ``Context.remembered``)."""
-    seen = _Collector()
+def collected(body: cst.CSTNode, straight: bool = True) -> _Collector:
+    """The assignments and move calls of ``body`` (of its straight path only, when
+    ``straight``): a pure function of the immutable node (the language server keeps it between
+    lints, ``Context.remembered``)."""
+    seen = _Collector(straight)
     body.visit(seen)
     return seen
 
 
 def moves_items(body: cst.CSTNode, names: Iterable[str], is_move: Callable[[cst.Call], bool],
-                other_device: Callable[[cst.BaseExpression], bool], seen: _Collector | None = None) -> bool:
+                other_device: Callable[[cst.BaseExpression], bool], seen: _Collector | None = None,
+                straight: bool = True, related: Iterable[str] = ()) -> bool:
     """Does ``body`` move, anywhere, an item that starts from one of ``names`` or from a name
     bound from them (in any order: ``y = batch[1]`` then ``y.to(d)``)? ``is_move`` tells a
     device move from a dtype cast or a ``.to("cpu")``. Not counted: a move whose result is
     thrown away, a move of a name also bound from something else (``scale, zp =
     obs.get_qparams()`` then ``scale.cuda()``), and a move onto ``device`` bound from
     ``x.device`` where ``other_device(x)`` (the device of another value says where that one
-    is, not that the batch came unmoved). ``seen``: :func:`collected` of ``body``, if had."""
+    is, not that the batch came unmoved). ``seen``: :func:`collected` of ``body``, if had;
+    ``straight``: only the statements on the straight path of the body count (not those under
+    an ``if``, a ``try`` or an inner loop); ``related``: names of the same batch that are no
+    items of it themselves (``pair`` of ``images, target = pair``): a binding from them is no
+    rebinding from elsewhere."""
     if seen is None:
-        seen = collected(body)
+        seen = collected(body, straight)
     if not seen.moves:
         return False
-    reach = set(names)
-    for _ in range(4):  # short chains: x, y = batch; inputs = x; ...
-        grown = False
-        for targets, roots in seen.assigns:
-            if roots & reach:
-                new = set(targets) - reach
-                if new:
-                    reach |= new
-                    grown = True
-        if not grown:
-            break
+    reach = _closure(seen, set(names))
+    known = _closure(seen, reach | set(related))
     for targets, roots in seen.assigns:
-        if not roots & reach:
+        if not roots & known:
             reach -= set(targets)  # rebound from elsewhere somewhere in the body
     for call in seen.moves:
         if id(call) in seen.dropped or root_name(call.func.value) not in reach or not is_move(call):
@@ -140,3 +138,18 @@ def moves_items(body: cst.CSTNode, names: Iterable[str], is_move: Callable[[cst.
                 continue
         return True
     return False
+
+
+def _closure(seen: _Collector, reach: set[str]) -> set[str]:
+    """``reach`` and the names bound from it (short chains: ``x, y = batch; inputs = x``)."""
+    for _ in range(4):
+        grown = False
+        for targets, roots in seen.assigns:
+            if roots & reach:
+                new = set(targets) - reach
+                if new:
+                    reach |= new
+                    grown = True
+        if not grown:
+            break
+    return reach

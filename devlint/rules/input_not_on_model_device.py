@@ -6,7 +6,7 @@ import ast
 
 import libcst as cst
 
-from ..dataflow import DTYPES, DeviceFlow
+from ..dataflow import DTYPES, MIXB, DeviceFlow
 from ..precheck import CpuFlow, arguments, calls_in, unit_may_move
 from ..rule import Rule
 
@@ -83,6 +83,15 @@ y)`) given a model's output and such an item, unless it is a function or method 
 `torch.compile(model)`, `DistributedDataParallel(model)` and `FSDP(model)` keep the placement of
 what they wrap; `enumerate`, `tqdm` and `zip` keep the loader; `torch.stack`/`torch.cat` of CPU
 tensors is on the CPU.
+Where a batch is partly moved (some items moved, anywhere on the straight path of the loop or
+step body, also under `if use_cuda:` or `if x is not None:`), an item left behind is also
+flagged where it meets the moved ones without a model call: in a dict, list or `torch.cat`
+handed to a computing helper, as the first argument after a model handed to a helper
+(`forward(model, x, task_labels)`: later ones, such as task labels, may stay on the CPU), in a
+call of a module held by `self` (`self.hparams.normalizer(mel, lens)`) or of a method of the class that
+moves nothing itself, and at a helper call (`pred = self.get_logits(x)`) whose output reaches
+a loss or a model. Items a helper parses out of one unmoved batch (`imgs, pids =
+self.parse_data(data)`) and the parts of a step parameter (`x, y = batch_x`) are items of it.
 
 Tensors moved with `.to(device)` (also `{k: v.to(device) for k, v in batch.items()}` and
 `batch.to(device)`), created with `device=`, produced by the model, or returned by a helper the
@@ -187,6 +196,7 @@ for x, y in loader:
         super().__init__(ctx)
         #: calls that are the bug if the module's call sites say so: (node, statement, needs)
         self._pending: list[tuple[cst.Call, int, frozenset, str]] = []
+        self._reported: set[int] = set()
 
     def _message(self, arg: cst.Arg | None) -> str:
         """The message, naming the CPU-side argument when its code is short (``target``,
@@ -196,6 +206,9 @@ for x, y in loader:
             return self.message
         if arg.star:
             return f"{arg.star}{code} never moved to the model's device: move its tensors with .to(device)"
+        held = self.ctx.analysis(DeviceFlow).value(arg.value)
+        if held is not None and held.kind == MIXB:  # {"x": x.to(d), "y": y}, torch.cat([a, b.to(d)])
+            return f"{code} mixes moved tensors with one left on the CPU: move them all"
         if isinstance(arg.value, (cst.Name, cst.Attribute, cst.Subscript)):
             return f"{code} never moved to the model's device: use {code}.to(device)"
         return f"{code} never moved to the model's device: move it with .to(device)"
@@ -204,6 +217,7 @@ for x, y in loader:
         flow = self.ctx.analysis(DeviceFlow)
         now, needs = flow.check_call(node)
         if now:
+            self._reported.add(id(node))
             self.report(node, self._message(flow.culprit))
         elif needs:
             self._pending.append((node, self.ctx.statement_index, needs, self._message(flow.culprit)))
@@ -214,5 +228,10 @@ for x, y in loader:
         for call, statement, needs, message in self._pending:
             if flow.requirements_met(needs):
                 self.ctx.statement_index = statement  # the engine places a report by its statement
+                self._reported.add(id(call))
                 self.report(call, message)
+        for call, statement, arg in flow.fed_hits.values():
+            if id(call) not in self._reported:  # its output, from an input left behind, reached a loss or a model
+                self.ctx.statement_index = statement
+                self.report(call, self._message(arg))
         self.ctx.statement_index = saved
