@@ -105,8 +105,8 @@ def lint(
         over = []
         if kept is not None:  # a long generated file: its first lines only
             text, total = _first_lines(text, kept)
-            over = [Finding(path, kept + 1, 0, PARSE_ERROR, f"lines {kept + 1:,}-{total:,} skipped: over the "
-                            f"{syntax.LINE_BUDGET:,}-line budget, split the file", kept + 1, 0)]
+            over = [Finding(path, kept + 1, 0, PARSE_ERROR, f"lines {kept + 1:,}-{total:,} skipped: over "
+                            f"{syntax.budget_words()}, split the file", kept + 1, 0)]
         text, removed = syntax.for_libcst(text, tree)
         text, skipped = defuse(text, path)
         if skipped:

@@ -107,16 +107,26 @@ def test_parse_target(value, expected):
 
 # ---- item 5: long files (the budgets made small, so that the inputs stay small) -------------
 
+def budget_of(monkeypatch, lines: int) -> None:
+    """A memory budget of 1 MB that ``lines`` lines fill (the text itself costs nothing)."""
+    monkeypatch.setattr(syntax, "MEMORY_BUDGET_MB", 1)
+    monkeypatch.setattr(syntax, "PROCESS_BYTES", 0)
+    monkeypatch.setattr(syntax, "TEXT_BYTES_PER_CHAR", 0)
+    monkeypatch.setattr(syntax, "TEXT_BYTES_PER_LINE", 0)
+    monkeypatch.setattr(syntax, "CHAR_BYTES", 0)
+    monkeypatch.setattr(syntax, "LINE_BYTES", (1 << 20) // lines)
+
+
 @pytest.fixture
 def small_budget(monkeypatch):
     monkeypatch.setattr(syntax, "PIECE_LINES", 4)
-    monkeypatch.setattr(syntax, "LINE_BUDGET", 20)
+    budget_of(monkeypatch, 20)
 
 
 def test_the_stdlib_tree_in_pieces_is_the_whole_one(small_budget, monkeypatch):
     import ast
 
-    monkeypatch.setattr(syntax, "LINE_BUDGET", 100)
+    budget_of(monkeypatch, 100)
     text = ("import torch\nx = '''\ny = 1\nz = 2\n'''\nw = (\n1,\n2)\nif w:\n    pass\nelse:\n    pass\n"
             "v = 1 + \\\n2\n@d\ndef f():\n    return 1\nu = 3\n")
     tree, refused, kept = syntax.refusal(text)
@@ -134,10 +144,21 @@ def test_past_the_line_budget_the_rest_is_one_dev000(small_budget):
     text = "import torch\n" + "".join(f"x{i} = torch.ones(1).cuda()\n" for i in range(39))
     findings = lint(text)
     assert [(f.line, f.code) for f in findings] == [*((n, "DEV102") for n in range(2, 21)), (21, "DEV000")]
-    assert findings[-1].message == "lines 21-40 skipped: over the 20-line budget, split the file"
+    assert findings[-1].message == "lines 21-40 skipped: over the 1 MB memory budget, split the file"
 
 
 def test_past_the_line_budget_without_a_cut_the_file_is_one_dev000(small_budget):
     text = "import torch\nx = '''\n" + "y = torch.ones(1).cuda()\n" * 30 + "'''\n"
     ((line, column, code),) = found(text)
     assert (line, column, code) == (1, 0, "DEV000")
+
+
+def test_the_memory_budget_keeps_fewer_lines_the_longer_they_are():
+    short, long = ["x1 = y.cuda()"] * 900_000, ["output_tensor_0000001 = some_input_tensor_value.cuda()"] * 900_000
+    kept_short, kept_long = syntax.lines_in_budget(short), syntax.lines_in_budget(long)
+    assert kept_short is not None and kept_long is not None and 0 < kept_long < kept_short < 900_000
+    # what is kept is charged within the budget, one line more is not
+    room = syntax._room(sum(map(len, long)) + len(long), len(long))
+    per_line = syntax.LINE_BYTES + (len(long[0]) + 1) * syntax.CHAR_BYTES
+    assert kept_long * per_line <= room < (kept_long + 1) * per_line
+    assert syntax.lines_in_budget(short[:100_000]) is None
