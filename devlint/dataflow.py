@@ -103,6 +103,10 @@ _CPU_SIDE_ITEMS = frozenset(
     "file files filename filenames fname fnames idx index indices key keys text texts caption captions "
     "sentence sentences prompt prompts question questions answer answers str string strings word words raw uid uids url urls".split()
 )
+#: of those, the names of raw text: one the file itself moves to a device holds token ids there
+_TEXT_ITEMS = frozenset("text texts caption captions sentence sentences prompt prompts word words".split())
+#: ``texts.to(device)``, ``texts = texts.cuda()``: a move of a name (not a dtype cast)
+_NAME_MOVE = re.compile(r"\b(\w+)\.(?:to\((?!\s*(?:dtype\s*=|torch\.(?:float|half|bfloat|double|long|int|bool|uint)))|cuda\()")
 _SCATTERS = ("DataParallel", "DistributedDataParallel")
 #: methods of a module that are no forward pass
 _MODULE_API = frozenset(
@@ -192,6 +196,8 @@ class DeviceFlow(Analysis, PartialBatches):
         #: torch.set_default_device("cuda") (or a CUDA default tensor type): a factory without
         #: device= then allocates on that device, so it is no CPU tensor
         self.default_device = bool(_DEFAULT_DEVICE.search(text))
+        #: text-like item names the file moves to a device somewhere (token ids, not strings)
+        self.moved_texts = frozenset(n.lower() for n in _NAME_MOVE.findall(text) if n.lower() in _TEXT_ITEMS)
         #: module-level function -> positional parameter names (``None``: defined twice)
         self.signatures: dict[str, list[str] | None] = {}
         #: function name -> [(positional kinds, keyword kinds, has *args/**kwargs)] per call site
@@ -327,7 +333,7 @@ class DeviceFlow(Analysis, PartialBatches):
         cpu_arg = item_arg = None
         for arg, v in values:
             if (v is None or v.kind == PARAM) and not arg.star and self.param_group(arg.value) in moved:
-                if not _cpu_side_item(arg.value):  # def step(self, x, y): x moved, y handed on as it came
+                if not _cpu_side_item(arg.value, self.moved_texts):  # def step(self, x, y): x moved, y handed on as it came
                     item_arg, evidence = item_arg or arg, True
                 continue
             if v is None or v.module:
@@ -345,10 +351,10 @@ class DeviceFlow(Analysis, PartialBatches):
             if v.kind == CPU or (v.kind == CPUB and (arg.star or not loss)):
                 cpu = True
                 cpu_arg = cpu_arg or arg
-                evidence = evidence or (v.group in moved and not _cpu_side_item(arg.value))
+                evidence = evidence or (v.group in moved and not _cpu_side_item(arg.value, self.moved_texts))
             elif v.kind in (DEV, DEVB):
                 dev = True
-            elif (v.kind == PITEM or (v.kind == PB and arg.star)) and not _cpu_side_item(arg.value):
+            elif (v.kind == PITEM or (v.kind == PB and arg.star)) and not _cpu_side_item(arg.value, self.moved_texts):
                 item_arg = item_arg or arg
                 if v.group in moved:
                     evidence = True  # another item of this batch was moved: this one is on the CPU
@@ -1482,9 +1488,11 @@ def _may_be_tensor(param: cst.Param) -> bool:
     return True
 
 
-def _cpu_side_item(expr: cst.BaseExpression) -> bool:
+def _cpu_side_item(expr: cst.BaseExpression, moved_texts: frozenset = frozenset()) -> bool:
     """``lengths``, ``batch["seq_lens"]``, ``paths``: a batch item that stays on the CPU by design
-    (``pack_padded_sequence`` wants CPU lengths) or is no tensor (file names, raw text)."""
+    (``pack_padded_sequence`` wants CPU lengths) or is no tensor (file names, raw text), unless
+    it is a name of text in ``moved_texts`` (the file moves ``texts`` to a device elsewhere: token
+    ids, as in CLIP training loops)."""
     name = None
     if expr.__class__ is cst.Name:
         name = expr.value
@@ -1495,6 +1503,8 @@ def _cpu_side_item(expr: cst.BaseExpression) -> bool:
     if not name:
         return False
     lowered = name.lower()
+    if lowered in moved_texts:
+        return False
     return lowered in _CPU_SIDE_ITEMS or lowered.rsplit("_", 1)[-1] in _CPU_SIDE_ITEMS
 
 
