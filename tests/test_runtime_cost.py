@@ -162,6 +162,8 @@ def test_auto_emulates_only_models_big_enough_for_it_to_pay():
     big = nn.Sequential(nn.Linear(16, 256), nn.Linear(256, 256))  # 65536-element weight
     assert resolve("auto", small) == "native" and resolve("auto", big) == "emulated"
     assert resolve("emulated", small) == "emulated" and resolve("native", big) == "native"
+    conv = nn.Sequential(nn.Conv2d(3, 4, 3), nn.Flatten())  # its convolutions: float32 at the autocast kernel
+    assert resolve("auto", conv) == "emulated" and resolve("auto", conv, "cpu") == "native"
     step = TrainingStep(big, (torch.randn(4, 16), torch.randn(4, 256)),
                         lambda m, b: nn.functional.mse_loss(m(b[0]), b[1]),
                         lambda p: torch.optim.SGD(p, lr=0.01))
@@ -270,3 +272,34 @@ def test_built_in_adaptive_optimizers_skip_the_update_nothing_compares(monkeypat
     sched = TrainingStep(model, batch, lambda m, b: m(b).square().mean(), lambda p: torch.optim.Adam(p),
                          scheduler=lambda o: torch.optim.lr_scheduler.StepLR(o, 1))
     assert not replay._update_unused(sched, torch.optim.Adam(model.parameters()))
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("groups", [1, 8])  # a plain and a depthwise convolution
+def test_convolutions_under_cuda_rules_compute_in_float32_rounded_once(dtype, groups):
+    """Emulated under CUDA's rules a convolution needs no dispatch mode: its operands are
+    rounded to the low dtype, the convolution and its backward computed in float32 and each
+    result rounded once, bit for bit what a float32 computation on the rounded operands
+    gives (the GPU kernels' arithmetic, see autocast_policy.float32_convolutions)."""
+    from devlint.runtime import autocast_policy
+
+    torch.manual_seed(0)
+    conv = nn.Conv2d(8, 8, 3, padding=1, groups=groups, bias=groups == 1)
+    x = torch.randn(2, 8, 6, 6, requires_grad=True)
+    g = (torch.randn(2, 8, 6, 6) * 100).to(dtype)
+    with autocast_policy.policy("cuda"):
+        ctx = cpu_kernels("cpu", dtype, "emulated", conv)
+        assert not isinstance(ctx, Float32Accumulate)
+        with ctx, torch.autocast("cpu", dtype=dtype):
+            out = conv(x)
+    out.backward(g)
+
+    def rounded(t):
+        return t.detach().to(dtype).float().requires_grad_()
+
+    xr, wr = rounded(x), rounded(conv.weight)
+    ref = nn.functional.conv2d(xr, wr, None if conv.bias is None else rounded(conv.bias), padding=1, groups=groups)
+    ref.backward(g.float())
+    assert out.dtype == dtype and torch.equal(out.float(), ref.detach().to(dtype).float())
+    assert torch.equal(x.grad, xr.grad.to(dtype).float())
+    assert torch.equal(conv.weight.grad, wr.grad.to(dtype).float())

@@ -42,7 +42,8 @@ import warnings
 
 import torch
 
-__all__ = ["POLICIES", "CUDA_RULES", "SOURCES", "dispatcher_ops", "policy", "current", "BannedUnderAutocast"]
+__all__ = ["POLICIES", "CUDA_RULES", "CONVOLUTIONS", "SOURCES", "dispatcher_ops", "policy", "current",
+           "float32_convolutions", "BannedUnderAutocast"]
 
 #: The values of ``check_step(autocast_policy=...)``: ``"cuda"`` applies CUDA autocast's rules
 #: to the CPU low-precision runs (they stand in for a GPU), ``"cpu"`` leaves CPU autocast's own
@@ -136,6 +137,10 @@ class BannedUnderAutocast(RuntimeError):
 
 
 _ACTIVE: contextvars.ContextVar[str] = contextvars.ContextVar("devlint_autocast_policy", default="cpu")
+_WIDE_CONV: contextvars.ContextVar[bool] = contextvars.ContextVar("devlint_float32_convolutions", default=False)
+#: The convolutions of the ``lower`` rule, which :func:`float32_convolutions` computes in float32.
+CONVOLUTIONS = frozenset(n for n, (rule, *_) in CUDA_RULES.items()
+                         if rule == "lower" and ("conv" in n and "linalg" not in n))
 
 
 def current() -> str:
@@ -195,11 +200,15 @@ def _kernel(name: str, rule: str):
         typed = getattr(torch.ops.aten.norm, _APPEND[name])
     dtype_at = next((i for i, a in enumerate(op._schema.arguments)
                      if a.name == "dtype" and not a.kwarg_only), None)
+    conv = name in CONVOLUTIONS
 
     def kernel(*args, **kwargs):
         low = torch.get_autocast_dtype("cpu")
         with torch._C._ExcludeDispatchKeyGuard(_EXCLUDE):
             if rule == "lower":
+                if conv and _WIDE_CONV.get():
+                    wide = op(*_cast(_cast(args, low), torch.float32), **_cast(_cast(kwargs, low), torch.float32))
+                    return wide.to(low) if wide.dtype == torch.float32 else wide
                 return op(*_cast(args, low), **_cast(kwargs, low))
             if rule == "fp32":
                 return op(*_cast(args, torch.float32), **_cast(kwargs, torch.float32))
@@ -223,6 +232,31 @@ def _kernel(name: str, rule: str):
                 "binary_cross_entropy (nn.BCELoss) is unsafe under CUDA autocast, which raises "
                 "here on a GPU; use binary_cross_entropy_with_logits (nn.BCEWithLogitsLoss)")
     return kernel
+
+
+@contextlib.contextmanager
+def float32_convolutions():
+    """While active (and :func:`policy` ``("cuda")`` is), an op of :data:`CONVOLUTIONS` that
+    autocast casts to its low precision gets its floating-point arguments rounded to that
+    dtype, as CUDA autocast casts them, and is then computed in float32 from those values,
+    its output rounded once to the low dtype: the float32 arithmetic of a GPU's convolution
+    kernels on the same operands. PyTorch's CUDA depthwise kernel (the convolution of a
+    depthwise ``groups == channels`` layer) sums in ``at::acc_type<scalar_t, true>``, which is
+    float for Half and BFloat16 (``aten/src/ATen/native/cuda/DepthwiseConv2d.cu``), and cuDNN
+    convolutions of half data compute in float (``aten/src/ATen/cudnn/Descriptors.h`` sets
+    the math type of a ``CUDNN_DATA_HALF`` convolution to ``CUDNN_DATA_FLOAT``), so the
+    output differs from a GPU's only by the float32 summation order (~sqrt(n) * 2**-24
+    relative, far below one rounding to float16, 2**-11). Autograd differentiates the
+    float32 op and the casts around it, so the backward computes in float32 and rounds each
+    gradient once to the low dtype at the cast, as the GPU's backward kernels do. Used by
+    :func:`devlint.runtime.emulate.cpu_kernels` instead of a dispatch mode: Python runs once
+    per convolution, not in front of every op, and a depthwise convolution takes float32's
+    fast CPU kernel instead of the low-precision ``_slow_conv2d`` path."""
+    token = _WIDE_CONV.set(True)
+    try:
+        yield
+    finally:
+        _WIDE_CONV.reset(token)
 
 
 @contextlib.contextmanager

@@ -53,7 +53,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="cpu bfloat16/float16 matmuls and convolutions: emulated computes them in float32 "
              "from the low-precision operands and rounds once, as a GPU's tensor cores do (fast "
              "on CPUs without bf16/fp16 units); native runs PyTorch's cpu kernels; auto "
-             "(default): emulated when the largest parameter has 65536 elements or more")
+             "(default): emulated when the largest parameter has 65536 elements or more, or the model "
+             "has convolutions and the cuda autocast policy applies")
     parser.add_argument(
         "--autocast-policy", choices=["cuda", "cpu"], default="cuda",
         help="whose autocast casting rules the cpu bfloat16/float16 runs follow: cuda (default: "

@@ -212,7 +212,7 @@ def check_distributed(step, world_size: int = 2, *, devices=None, timeout: float
         raise ValueError(f"the batch has {size} sample(s); world size {world_size} needs at least "
                          f"{world_size}")
     keep = size - size % world_size
-    kernels = emulate.resolve(cpu_kernels, local.model)
+    kernels = emulate.resolve(cpu_kernels, local.model, autocast_policy)
     if report is None:
         report = Report(f"{local.name} under DDP x{world_size}", seed, torch.__version__, cpu_kernels=kernels,
                         autocast_policy=autocast_policy)

@@ -125,7 +125,7 @@ def _check(step, devices, modes, tolerances, seed, extra_warnings=(), world_size
     for d in devices:
         if d not in DEVICES:
             raise ValueError(f"unknown device {d!r}; use one of {', '.join(DEVICES)}")
-    cpu_kernels = emulate.resolve(cpu_kernels, step.model)
+    cpu_kernels = emulate.resolve(cpu_kernels, step.model, policy)
     tols = resolve_tolerances(tolerances)
     dist, dist_caught = None, []
     if world_size is not None:  # first: its ranks fork from this process before CUDA starts here
@@ -343,7 +343,9 @@ def check_step(step: TrainingStep, devices=None, modes=None, tolerances=None, se
             (:mod:`devlint.runtime.emulate`; CPUs without bf16/fp16 matrix units run the
             native kernels ~30x slower than float32); ``"native"``: PyTorch's own CPU
             kernels; ``"auto"`` (default): emulated when the model's largest parameter has
-            at least :data:`devlint.runtime.emulate.AUTO_MIN_ELEMENTS` elements, else native.
+            at least :data:`devlint.runtime.emulate.AUTO_MIN_ELEMENTS` elements or, under
+            CUDA's autocast rules, the model has a convolution; else native
+            (:func:`devlint.runtime.emulate.resolve`).
             Every other op runs natively either way. The choice made is in
             ``Report.cpu_kernels`` and each CPU low-precision row's ``Run.kernels``.
         autocast_policy: whose autocast rules the CPU bfloat16/float16 runs follow:
