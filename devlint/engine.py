@@ -1,9 +1,12 @@
 """Source text -> findings: pre-screen, one libcst parse, one traversal for every rule.
 
-``lint(source, path)`` is the single entry point every front end uses. The traversal is an
-explicit-stack walk over the parsed tree (no node is rebuilt, no recursion limit is hit on a
-3,000-term expression); positions are resolved with libcst's ``PositionProvider`` only for
-files that have findings.
+``lint(source, path)`` is the single entry point every front end uses; this module is the
+pipeline only. Its steps live in their own modules: what the target Python refuses
+(:mod:`~devlint.syntax`), lines blanked before libcst (:mod:`~devlint.defuse`), the ``ast``
+pre-check (:mod:`~devlint.precheck`), libcst's parse (:mod:`~devlint.parsing`,
+:mod:`~devlint.parse_failures`), the walk (:mod:`~devlint.walk`, with
+:mod:`~devlint.guard_tracking` and :mod:`~devlint.context`), and, only for files that have
+findings, their positions (:mod:`~devlint.positions`) and fixes (:mod:`~devlint.fix_assembly`).
 """
 
 from __future__ import annotations
@@ -35,8 +38,6 @@ from .rules import all_rules
 #: the environment to measure without it or to rule it out (benchmarks/bench_lint.py does both).
 PRECHECK = not os.environ.get("DEVLINT_NO_PRECHECK")
 
-
-# ---- selection and entry point -------------------------------------------------------------
 
 def is_selected(code: str, select: Sequence[str] = ("DEV",), ignore: Sequence[str] = ()) -> bool:
     """Code-prefix selection, the most specific prefix winning (ruff's and flake8's rule):

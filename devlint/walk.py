@@ -2,8 +2,9 @@
 
 Every participant (the guard tracking, the analyses, the rules) declares ``visit_<Node>`` and
 ``leave_<Node>`` methods; :func:`tables` gathers them by node type and :func:`walk` visits
-each node once, in source order, calling them. :func:`children` yields what the walk enters
-below a node (positions are found by the same rule of what is walked)."""
+each node once, in source order, calling them, on an explicit stack (no node is rebuilt, no
+recursion limit is hit on a 3,000-term expression). :func:`children` yields what the walk
+enters below a node (positions are found by the same rule of what is walked)."""
 
 from __future__ import annotations
 
