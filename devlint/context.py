@@ -6,6 +6,7 @@ from __future__ import annotations
 import libcst as cst
 
 from .names import ImportTable
+from .node_memo import NodeMemo
 from .rule import Analysis, Rule
 
 
@@ -44,34 +45,25 @@ class Context:
         #: this file's :class:`devlint.project.index.View` of the project (``None``: alone)
         self.project = None
         #: results kept from the previous lint of the same document (:meth:`remembered`)
-        self._kept: dict | None = None
-        self._kept_now: dict = {}
+        self._kept: NodeMemo | None = None
 
     def keep_between_lints(self, memo: dict | None) -> None:
         """Let :meth:`remembered` keep its results in ``memo``, a dict the caller keeps for
         one document between lints (the language server's; ``None``: nothing kept)."""
-        self._kept = None if memo is None else memo.setdefault("remembered", {})
-        self._kept_now = {}
+        self._kept = None if memo is None else NodeMemo(memo.get("remembered") or {})
 
     def done_with_lint(self, memo: dict | None) -> None:
         """Keep for the next lint only the results this one asked for (nodes since replaced
         are dropped with them)."""
         if memo is not None and self._kept is not None:
-            memo["remembered"] = self._kept_now
+            memo["remembered"] = self._kept.new
 
     def remembered(self, kind: str, node: cst.CSTNode, make):
         """``make()``, a pure function of the immutable ``node``, computed once per node while
         the caller keeps the document's memo (:meth:`keep_between_lints`): an edit inside a
         long class computes it again only for the nodes the edit made. Without a memo, just
         ``make()``."""
-        if self._kept is None:
-            return make()
-        key = (kind, id(node))
-        entry = self._kept_now.get(key) or self._kept.get(key)
-        if entry is None or entry[0] is not node:
-            entry = (node, make())
-        self._kept_now[key] = entry
-        return entry[1]
+        return make() if self._kept is None else self._kept.get(kind, node, make)
 
     @property
     def guarded(self) -> bool:

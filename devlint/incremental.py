@@ -34,7 +34,8 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from .inner_positions import Memo, lead_lines, lines_of, stub_lines
+from .inner_positions import lead_lines, lines_of, stub_lines
+from .node_memo import NodeMemo
 from .precheck import Facts
 
 _NEWLINE = re.compile(r"\r\n|\r|\n")
@@ -348,7 +349,7 @@ def _reparse_inside(statement: cst.BaseStatement, old_piece: str, new_piece: str
     that statement, a block whose indentation differs or a parse error gives ``None``."""
     offsets = _line_offsets(old_piece)
     by_lines = memo is not None and "\r" not in old_piece
-    state = Memo(memo.get("lines") or {}) if by_lines else None
+    state = NodeMemo(memo.get("lines") or {}) if by_lines else None
     node_ast, line = None, 1  # the stdlib tree of ``old_piece``'s statement; the line its text starts on
     if not by_lines:
         try:
@@ -432,7 +433,7 @@ def _reparse_inside(statement: cst.BaseStatement, old_piece: str, new_piece: str
     return replaced, len(statements), stand_in
 
 
-def _counted_starts(module: cst.Module, owner, line: int, offsets: list[int], state: Memo, end: int):
+def _counted_starts(module: cst.Module, owner, line: int, offsets: list[int], state: NodeMemo, end: int):
     """As :func:`_inner_starts` for the statements of ``owner``'s indented body, ``owner``'s text
     (leading lines included) starting on ``line``, found by counting the lines of the statements
     before each (:func:`devlint.inner_positions.lines_of`, kept per node: an edit counts the

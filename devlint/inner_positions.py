@@ -25,6 +25,8 @@ from typing import Callable, Iterable
 import libcst as cst
 from libcst.metadata import CodePosition, CodeRange, MetadataWrapper, PositionProvider
 
+from .node_memo import NodeMemo
+
 #: Compound statements whose indented body is descended into; their ``orelse`` (if any) is
 #: dropped from the stand-in, which changes no line before the body.
 _OWNERS = (cst.FunctionDef, cst.ClassDef, cst.If, cst.For, cst.While, cst.With)
@@ -53,21 +55,6 @@ def _block(owner: cst.CSTNode) -> bool:
     return isinstance(owner, _OWNERS) and isinstance(owner.body, cst.IndentedBlock)
 
 
-class Memo:
-    """The entries of one call (those the next call finds), read from the previous call's."""
-
-    def __init__(self, old: dict) -> None:
-        self.old, self.new = old, {}
-
-    def get(self, kind: str, node: cst.CSTNode, make):
-        key = (kind, id(node))
-        entry = self.new.get(key) or self.old.get(key)
-        if entry is None or entry[0] is not node:
-            entry = (node, make())
-        self.new[key] = entry
-        return entry[1]
-
-
 def _ids(node: cst.CSTNode, children: Children, stop: frozenset = frozenset()) -> frozenset:
     """``id`` of ``node`` and of every node below it (the engine's walk), not entering ``stop``."""
     found, stack = set(), [node]
@@ -89,7 +76,7 @@ def place_inside(module: cst.Module, index: int, start: int, nodes: list, found:
     statement = module.body[index]
     if not _block(statement):
         return False
-    state = Memo(memo.get(KEY) or {})
+    state = NodeMemo(memo.get(KEY) or {})
     style = (module.default_indent, module.default_newline)
     groups = _split(statement, nodes, state, children)
     if groups is None:
@@ -127,7 +114,7 @@ def place_inside(module: cst.Module, index: int, start: int, nodes: list, found:
     return True
 
 
-def _split(owner: cst.CSTNode, nodes: list, state: Memo, children: Children) -> dict | None:
+def _split(owner: cst.CSTNode, nodes: list, state: NodeMemo, children: Children) -> dict | None:
     """``nodes`` grouped by the index of the statement of ``owner``'s indented body that holds
     each; ``None`` when one is in no such statement."""
     block = owner.body.body
@@ -161,7 +148,7 @@ def _header_lines(module: cst.Module, owner: cst.CSTNode) -> int | None:
     return count if count >= 1 else None
 
 
-def lines_of(module: cst.Module, node: cst.CSTNode, state: Memo) -> int:
+def lines_of(module: cst.Module, node: cst.CSTNode, state: NodeMemo) -> int:
     """How many lines ``node`` (a statement of an indented body) spans, its comments included:
     for a block without ``else``, its header's plus its statements' (each counted once per
     node, so an edit inside a long method renders only the statements it changed) plus its
@@ -176,7 +163,7 @@ def lines_of(module: cst.Module, node: cst.CSTNode, state: Memo) -> int:
     return state.get("lines", node, make)
 
 
-def _render(module: cst.Module, chain: tuple, child: cst.CSTNode, style: tuple, state: Memo) -> dict:
+def _render(module: cst.Module, chain: tuple, child: cst.CSTNode, style: tuple, state: NodeMemo) -> dict:
     """Positions of the nodes of ``child`` rendered in a stand-in of the blocks ``chain`` that
     enclose it (their headers and indentation only); kept while the node and the indentation
     of those blocks are the same."""
