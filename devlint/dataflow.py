@@ -317,8 +317,8 @@ class DeviceFlow(Analysis, PartialBatches):
         modelish = known and callee.kind == DEV
         unknown_model = not known and not loss and self.model_named(named)
         helper = not (modelish or loss or unknown_model or (callee is not None and callee.kind == PARAM))
-        if helper and not self.scatters:
-            hit = self.partly_moved_call(call)
+        if helper:
+            hit = self.partly_moved_call(call, self.scatters)
             if hit is not None:  # a partly moved batch meets a helper that computes with it
                 self.culprit = hit
                 return True, frozenset()
@@ -1040,7 +1040,7 @@ class DeviceFlow(Analysis, PartialBatches):
                 self.bind(target, None, V(INP, module=True), scope)
                 return
         v = self.value(iter_expr, env)
-        key = id(iter_expr) if isinstance(iter_expr, (cst.Name, cst.Attribute, cst.Subscript)) else None
+        key = id(iter_expr) if isinstance(iter_expr, (cst.Name, cst.Attribute, cst.Subscript)) or _yields_batches(iter_expr) else None
         self._bind_value_iteration(target, v, key, scope)
 
     def _bind_value_iteration(self, target, v: V | None, key: int | None, scope: dict | None) -> None:
@@ -1377,6 +1377,18 @@ def _moved_on_one_arm(a: V | None, b: V | None, before: V | None) -> V | None:
         if before is None or (before.kind in _UNMOVED and (moved.module == before.module or before.kind in (MODEL, PARAM))):
             return moved
     return None
+
+
+#: a helper named for handing out batches (``make_batches(...)``, ``build_loader(cfg)``)
+_BATCHES_CALL = re.compile(r"batch|loader", re.I)
+
+
+def _yields_batches(expr: cst.BaseExpression) -> bool:
+    """``for batch in make_batches(...)``: a call of a helper named for batches or a loader."""
+    if expr.__class__ is not cst.Call:
+        return False
+    name = dotted(expr.func)
+    return bool(name and _BATCHES_CALL.search(name.rsplit(".", 1)[-1]))
 
 
 def _names_in(target: cst.BaseExpression) -> list[cst.Name]:

@@ -181,17 +181,22 @@ class PartialBatches:
                 return rest[0] if rest else None
         return None
 
-    def partly_moved_call(self, call: cst.Call) -> cst.Arg | None:
+    def partly_moved_call(self, call: cst.Call, scatters: bool) -> cst.Arg | None:
         """The argument left behind of a computing helper call that receives a partly moved
         batch, a model and its input left behind, or (a module held by ``self``) moved items
-        and one left behind; ``None`` if none."""
+        and one left behind; ``None`` if none. Where ``scatters`` (the file uses
+        ``nn.DataParallel``, which scatters CPU inputs), only a torch function's own arguments
+        (``torch.cat([a, b.to(d)])``) count."""
         moved = self.frame.moved_groups
         if not moved or not self.computes(call.func):
             return None
         values = [(arg, self.value(arg.value)) for arg in call.args]
+        torch_function = (self.ctx.resolve(call.func) or "").startswith("torch.")
         for arg, v in values:
-            if v is not None and v.kind == MIXB:
+            if v is not None and v.kind == MIXB and (torch_function or not scatters):
                 return arg
+        if scatters:
+            return None
         first = self._input_after_model(values)
         if first is not None and self.left_behind(first[0].value, first[1], moved):
             return first[0]
@@ -208,7 +213,7 @@ class PartialBatches:
         whose input, its first positional argument that is no model, was left behind."""
         moved = self.frame.moved_groups
         func = call.func
-        if not moved or func.__class__ not in (cst.Name, cst.Attribute):
+        if not moved or self.scatters or func.__class__ not in (cst.Name, cst.Attribute):
             return None
         if self.model_named(func) or self.loss_named(func) or not self.computes(func):
             return None

@@ -202,16 +202,21 @@ for x, y in loader:
         """The message, naming the CPU-side argument when its code is short (``target``,
         ``batch["labels"]``, ``**batch``)."""
         code = cst.Module([]).code_for_node(arg.value) if arg is not None else ""
+        mixed = arg is not None and not arg.star and self._mixed(arg)
         if not code or len(code) > 40 or "\n" in code:
-            return self.message
+            return "tensors moved and left on the CPU mixed here: move them all" if mixed else self.message
         if arg.star:
             return f"{arg.star}{code} never moved to the model's device: move its tensors with .to(device)"
-        held = self.ctx.analysis(DeviceFlow).value(arg.value)
-        if held is not None and held.kind == MIXB:  # {"x": x.to(d), "y": y}, torch.cat([a, b.to(d)])
+        if mixed:  # {"x": x.to(d), "y": y}, torch.cat([a, b.to(d)])
             return f"{code} mixes moved tensors with one left on the CPU: move them all"
         if isinstance(arg.value, (cst.Name, cst.Attribute, cst.Subscript)):
             return f"{code} never moved to the model's device: use {code}.to(device)"
         return f"{code} never moved to the model's device: move it with .to(device)"
+
+    def _mixed(self, arg: cst.Arg) -> bool:
+        """Is the argument a container of moved tensors and one left on the CPU (``MIXB``)?"""
+        held = self.ctx.analysis(DeviceFlow).value(arg.value)
+        return held is not None and held.kind == MIXB
 
     def visit_Call(self, node: cst.Call) -> None:
         flow = self.ctx.analysis(DeviceFlow)
