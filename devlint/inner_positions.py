@@ -121,14 +121,19 @@ def _split(owner: cst.CSTNode, nodes: list, state: NodeMemo, children: Children)
     groups: dict[int, list] = {}
     sets = None
     for node in nodes:
-        if sets is None:
-            sets = [state.get("ids", child, lambda child=child: _ids(child, children)) for child in block]
-        for k, ids in enumerate(sets):
-            if id(node) in ids:
-                groups.setdefault(k, []).append(node)
-                break
-        else:
+        if sets is None:  # the kept sets first: the statements an edit made are walked only if needed
+            sets = [state.peek("ids", child) for child in block]
+        where = next((k for k, ids in enumerate(sets) if ids is not None and id(node) in ids), None)
+        if where is None:
+            for k, child in enumerate(block):
+                if sets[k] is None:
+                    sets[k] = state.get("ids", child, lambda child=child: _ids(child, children))
+                    if id(node) in sets[k]:
+                        where = k
+                        break
+        if where is None:
             return None
+        groups.setdefault(where, []).append(node)
     return groups
 
 

@@ -28,3 +28,12 @@ class NodeMemo:
             entry = (node, make())
         self.new[key] = entry
         return entry[1]
+
+    def peek(self, kind: str, node):
+        """The result kept for ``node`` (carried to the next lint), or ``None`` if none was."""
+        key = (kind, id(node))
+        entry = self.new.get(key) or self.old.get(key)
+        if entry is None or entry[0] is not node:
+            return None
+        self.new[key] = entry
+        return entry[1]

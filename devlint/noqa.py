@@ -52,7 +52,7 @@ def is_suppressed(code: str, line: str | None) -> bool:
 
 def file_skipped(text: str) -> bool:
     """``# flake8: noqa`` on a line of its own."""
-    return any(NOQA_FILE.match(line) for line in split_lines(text))
+    return "flake8" in text.lower() and any(NOQA_FILE.match(line) for line in split_lines(text))
 
 
 def apply(findings: Iterable[Finding], text: str, line_map=None) -> list[Finding]:
@@ -65,12 +65,13 @@ def apply(findings: Iterable[Finding], text: str, line_map=None) -> list[Finding
     if file_skipped(text):
         return []
     mapping = (line_map or _line_map)(text)
-    physical = split_lines(text)
+    physical = None
     kept = []
     for finding in findings:
         line = mapping.get(finding.line)
-        if line is None and 0 < finding.line <= len(physical):
-            line = physical[finding.line - 1]
+        if line is None:
+            physical = split_lines(text) if physical is None else physical
+            line = physical[finding.line - 1] if 0 < finding.line <= len(physical) else None
         if not is_suppressed(finding.code, line):
             kept.append(finding)
     return kept
