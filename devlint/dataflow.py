@@ -1312,6 +1312,22 @@ class DeviceFlow(Analysis, PartialBatches):
     def visit_Try(self, node: cst.Try) -> None:
         if node.handlers and not node.orelse:
             self._tries.append([node, None, [], self.frame])
+        self._note_handler_moves(node)
+
+    def _note_handler_moves(self, node: cst.Try) -> None:
+        """``try: out = model(X[:1]) except TypeError: out = model(X.to(d))``: a handler that
+        moves an item of a batch says where the author wants it, so the body (the path every
+        run without an error takes) handing it on unmoved is the bug: its group counts as moved."""
+        frame = self.frame
+        groups: dict[int, list[str]] = {}
+        for name, v in frame.vars.items():
+            if v is not None and v.group is not None and v.kind in (PB, PITEM, CPU, CPUB) and v.group not in frame.moved_groups:
+                groups.setdefault(v.group, []).append(name)
+        for handler in node.handlers if groups else ():
+            seen = self.ctx.remembered("later-moves", handler.body, lambda: collected(handler.body))
+            for group, members in groups.items():
+                if group not in frame.moved_groups and moves_items(handler.body, members, self._device_move, self._other_value, seen):
+                    frame.moved_groups.add(group)
 
     def _try_record(self, node) -> list | None:
         if self._tries and self._tries[-1][3] is self.frame:
