@@ -1303,9 +1303,28 @@ class DeviceFlow(Analysis, PartialBatches):
             value = a if same else V(DEV) if placed else None  # a tensor or a list of them, moved
             if value is None and (device_test or name in guarded) and name in before:
                 value = _moved_on_one_arm(a, b, before[name])
+            elif value is None and not device_test and name not in guarded:
+                value = self._left_behind(node, (a, after_body), (b, current), before)
             joined[name] = value
         frame.vars = joined
         self._memo.clear()
+
+    def _left_behind(self, node: cst.If, body_arm: tuple, else_arm: tuple, before: dict) -> V | None:
+        """``if isinstance(data, Mapping): ... else: X, y = data; y = y.to(d)``: an arm that
+        moves an item of a batch (on its straight path) and hands on another item of it unmoved
+        makes that item unmoved after the ``if`` (a run taking that arm hands the CPU tensor on),
+        whatever the other arm binds. Each arm: (the name's kind at its end, its names)."""
+        orelse = node.orelse.body if node.orelse.__class__ is cst.Else else None
+        for (v, env), block in ((body_arm, node.body), (else_arm, orelse)):
+            if block is None or v is None or v.group is None or v.kind not in (PITEM, CPU) or v.module or v.explicit:
+                continue
+            if _leaves(block):
+                continue  # an arm that returns or skips the rest hands nothing on
+            names = sorted({n for n, w in (*before.items(), *env.items()) if w is not None and w.group == v.group})
+            seen = self.ctx.remembered("later-moves", block, lambda: collected(block))
+            if moves_items(block, names, self._device_move, self._other_value, seen):
+                return v
+        return None
 
 
     # try/except: the body is the path every run without an error takes
