@@ -1270,7 +1270,7 @@ class DeviceFlow(Analysis, PartialBatches):
 
     # branches: the two arms of an ``if`` are joined
     def visit_If(self, node: cst.If) -> None:
-        self._branches.append([node, dict(self.frame.vars), None, self.frame])
+        self._branches.append([node, dict(self.frame.vars), None, self.frame, set(self.frame.moved_groups)])
 
     def _end_arm(self, block) -> None:
         if self._branches:
@@ -1289,7 +1289,7 @@ class DeviceFlow(Analysis, PartialBatches):
     def leave_If(self, node: cst.If) -> None:
         if not self._branches or self._branches[-1][0] is not node:
             return
-        _, before, after_body, frame = self._branches.pop()
+        _, before, after_body, frame, moved_before = self._branches.pop()
         if after_body is None or frame is not self.frame:
             return
         current = frame.vars
@@ -1305,6 +1305,8 @@ class DeviceFlow(Analysis, PartialBatches):
                 value = _moved_on_one_arm(a, b, before[name])
             elif value is None and not device_test and name not in guarded:
                 value = self._left_behind(node, (a, after_body), (b, current), before)
+                if value is None and name in before:
+                    value = _kept_unmoved(a, b, before[name], moved_before)
             joined[name] = value
         frame.vars = joined
         self._memo.clear()
@@ -1424,6 +1426,21 @@ def _yields_batches(expr: cst.BaseExpression) -> bool:
         return False
     name = dotted(expr.func)
     return bool(name and _BATCHES_CALL.search(name.rsplit(".", 1)[-1]))
+
+
+def _kept_unmoved(a: V | None, b: V | None, before: V | None, moved: set) -> V | None:
+    """``y = y.to(d); if adv: data = attack(data, y)``: one arm keeps an item of a batch whose
+    sibling moved before the ``if`` (``moved``) as it was, the other binds another tensor (a
+    helper's result, a move): the run that takes the first arm hands the CPU tensor on.
+    ``None`` otherwise."""
+    if before is None or before.group is None or before.group not in moved or before.kind not in (PITEM, CPU):
+        return None
+    if before.module or before.explicit:
+        return None
+    for kept, other in ((a, b), (b, a)):
+        if kept is before and (other is None or not other.module):
+            return before
+    return None
 
 
 def _names_in(target: cst.BaseExpression) -> list[cst.Name]:
