@@ -219,10 +219,11 @@ def test_a_syntax_error_in_a_long_file_is_reported_at_its_line(monkeypatch):
 def test_cpu_flow_follows_the_dataflow_tables():
     """CpuFlow (DEV111's and DEV113's pre-check) copies the dataflow's lists of CPU-making torch
     calls and of joins: widen both together."""
-    from devlint import dataflow
+    from devlint import dataflow, precheck_cpu_flow
 
-    assert set(dataflow.FACTORIES) | set(dataflow.LEGACY_CONSTRUCTORS) | {"tensor", "as_tensor", "from_numpy"} <= precheck._CPU_MAKING
-    assert precheck._JOINS == dataflow._JOINS
+    tables = set(dataflow.FACTORIES) | set(dataflow.LEGACY_CONSTRUCTORS) | {"tensor", "as_tensor", "from_numpy"}
+    assert tables <= precheck_cpu_flow._CPU_MAKING
+    assert precheck_cpu_flow._JOINS == dataflow._JOINS
 
 
 def test_cpu_flow_tells_quiet_values_from_possible_cpu_tensors():
