@@ -273,6 +273,9 @@ def run_once(step: TrainingStep, device: str, mode: str, seed: int, *, keep: boo
             k not in _LINEAR_STATE for st in optimizer.state.values() for k in st)
         phase = "comparing"
         emu.close()
+        if ctx is not None:  # the comparisons read the tensors' data: no per-op dispatch needed
+            ctx.__exit__(None, None, None)
+            ctx = None
 
         def cpu(t):
             return (t.elem if isinstance(t, standin.Tagged) else t).detach().to("cpu", torch.float32)
