@@ -21,13 +21,13 @@ import ast
 from typing import Iterable, Sequence
 
 from .precheck_cpu_flow import CpuFlow
-from .precheck_predicates import (arguments, builds_module, calls_in, dotted, has_backward, is_move, may_move,
+from .precheck_predicates import (arguments, builds_module, calls_in, dotted, has_backward, may_move,
                                   methods_of, module_class, own_nodes, resolves_to, strip_module_methods,
                                   top_functions, torch_dtype, unit_may_move, walk)
 
 #: The rules import the shared predicates from here too (they live in ``precheck_predicates``).
 __all__ = ["Unit", "Facts", "candidates", "CpuFlow", "arguments", "builds_module", "calls_in", "dotted",
-           "has_backward", "is_move", "may_move", "methods_of", "module_class", "own_nodes", "resolves_to",
+           "has_backward", "may_move", "methods_of", "module_class", "own_nodes", "resolves_to",
            "strip_module_methods", "top_functions", "torch_dtype", "unit_may_move", "walk"]
 
 _Attribute, _Name, _Call, _Constant = ast.Attribute, ast.Name, ast.Call, ast.Constant

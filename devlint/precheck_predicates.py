@@ -64,25 +64,6 @@ def has_backward(facts: Facts) -> bool:
     return "backward" in facts.methods or bool(facts.calls_to({"torch.autograd.backward"}))
 
 
-def is_move(call: ast.Call, dtypes: frozenset[str]) -> bool:
-    """Could ``<x>.cuda(...)``/``<x>.to(...)`` move ``x`` to a device (not a dtype cast, not
-    ``.to("cpu")``)?"""
-    func = call.func
-    if func.__class__ is not _Attribute:
-        return False
-    if func.attr == "cuda":
-        return True
-    if func.attr != "to":
-        return False
-    target = call.args[0] if call.args else next((kw.value for kw in call.keywords if kw.arg == "device"), None)
-    if target is None:
-        return False
-    if target.__class__ is _Constant:
-        return target.value != "cpu"
-    name = dotted(target) or ""
-    return not (name.endswith("dtype") or name.rsplit(".", 1)[-1] in dtypes)
-
-
 #: Methods of a module that return it (``devlint.modules.MODULE_METHODS`` and the dataflow's).
 _MODULE_METHODS = frozenset(
     {"to", "cuda", "cpu", "eval", "train", "half", "float", "double", "bfloat16", "requires_grad_", "share_memory"}
@@ -161,8 +142,7 @@ def may_move(call: ast.Call, facts: Facts | None = None, dtypes: frozenset[str] 
     """Could ``<x>.cuda(...)``/``<x>.to(...)`` put ``x`` on an accelerator as
     :meth:`devlint.dataflow.DeviceFlow._placed` reads it: ``.cuda()``, or ``.to`` with a
     target that is not the literal ``"cpu"`` nor spelled like a dtype (``x.dtype``,
-    ``torch.float16``)? Stricter than :func:`is_move`, which also takes a bare ``float16`` for
-    a dtype."""
+    ``torch.float16``)?"""
     func = call.func
     if func.__class__ is not _Attribute:
         return False
