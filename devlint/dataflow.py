@@ -1278,6 +1278,10 @@ class DeviceFlow(Analysis, PartialBatches):
             if record[0].body is block and record[3] is self.frame:
                 record[2] = self.frame.vars
                 self.frame.vars = dict(record[1])
+                # a move on the body's arm says nothing of the else arm's run: it starts from the
+                # groups moved before the if (both arms' moves count again after it)
+                record.append(self.frame.moved_groups)
+                self.frame.moved_groups = set(record[4])
                 self._memo.clear()
 
     def leave_IndentedBlock(self, node: cst.IndentedBlock) -> None:
@@ -1289,7 +1293,9 @@ class DeviceFlow(Analysis, PartialBatches):
     def leave_If(self, node: cst.If) -> None:
         if not self._branches or self._branches[-1][0] is not node:
             return
-        _, before, after_body, frame, moved_before = self._branches.pop()
+        _, before, after_body, frame, moved_before, *body_moved = self._branches.pop()
+        if body_moved and frame is self.frame:
+            frame.moved_groups |= body_moved[0]
         if after_body is None or frame is not self.frame:
             return
         current = frame.vars
