@@ -1302,7 +1302,10 @@ class DeviceFlow(Analysis, PartialBatches):
         joined = {}
         device_test = self.ctx.remembered("device-test", node.test, lambda: asks_for_accelerator(node.test))
         guarded = not_none_names(node.test)
+        tested = None
         for name in set(after_body) | set(current):
+            if tested is None:  # if prefix is None: prefix = ...: a default filled in, not a batch item
+                tested = {n.value for n in _names_under(node.test)}
             a, b = after_body.get(name), current.get(name)
             same = a is not None and b is not None and a.kind == b.kind and a.module == b.module
             placed = a is not None and b is not None and {a.kind, b.kind} == {DEV, DEVB} and not (a.module or b.module)
@@ -1313,6 +1316,12 @@ class DeviceFlow(Analysis, PartialBatches):
                 value = self._left_behind(node, (a, after_body), (b, current), before)
                 if value is None and name in before:
                     value = _kept_unmoved(a, b, before[name], moved_before)
+                if value is None and not _leaves(node.body) and not (
+                        node.orelse.__class__ is cst.Else and _leaves(node.orelse.body)) and name not in tested:
+                    value = _unmoved_against_moved(a, b, id(frame.node))
+                    if value is not None:  # its own evidence: the other arm says where it belongs
+                        value = V(value.kind, group=id(node))
+                        frame.moved_groups.add(id(node))
             joined[name] = value
         frame.vars = joined
         self._memo.clear()
@@ -1446,6 +1455,34 @@ def _kept_unmoved(a: V | None, b: V | None, before: V | None, moved: set) -> V |
     for kept, other in ((a, b), (b, a)):
         if kept is before and (other is None or not other.module):
             return before
+    return None
+
+
+def _names_under(expr: cst.BaseExpression) -> list[cst.Name]:
+    """Every name an expression reads (``prefix_tokens`` of ``prefix_tokens is None and spec``)."""
+    found: list[cst.Name] = []
+    stack = [expr]
+    while stack:
+        node = stack.pop()
+        if node.__class__ is cst.Name:
+            found.append(node)
+        stack.extend(node.children)
+    return found
+
+
+def _unmoved_against_moved(a: V | None, b: V | None, params: int) -> V | None:
+    """``if weighted: targets = stack(...).to(d) else: targets = labels``: one arm puts the name
+    on the device (a tensor it makes there), the other binds an item of a batch unmoved: the
+    author's own code says where the value belongs, so the run through the second arm hands
+    the CPU tensor on. (An item moved on one arm and not on the other, as in a dict-or-tuple
+    batch, is left to :meth:`DeviceFlow._left_behind`.)"""
+    for moved, other in ((a, b), (b, a)):
+        if moved is None or other is None or moved.module or other.module or other.explicit:
+            continue
+        if other.group == params:
+            continue  # a parameter of the function (an option given a default), not a loop's item
+        if moved.kind == DEV and moved.group is None and other.group is not None and other.kind in (PITEM, CPU):
+            return other  # a tensor made on the device, not another item of the batch moved
     return None
 
 
