@@ -42,7 +42,7 @@ import libcst as cst
 from .branch_tests import asks_for_accelerator, not_none_names
 from .batches import BATCH_CALL, BATCH_PARAMS, ITERATING_WRAPPERS
 from .guards import string_value
-from .later_moves import collected, moves_items
+from .later_moves import collected, moves_items, read_names
 from .modules import is_module_class
 from .names import dotted
 from .partial_batches import DISPATCH, PartialBatches
@@ -948,8 +948,20 @@ class DeviceFlow(Analysis, PartialBatches):
             self.frame.rebound.add(name)  # x = x keeps the parameter an item of its batch
         if v is not None and v.kind == DEV and (v.module or _MODULE_NAME.search(name)):
             self.frame.moved = True
-        if v is not None and v.group is not None and v.kind in (DEV, DEVB):
+        if v is not None and v.group is not None and v.kind in (DEV, DEVB) and self._read_later(name):
             self.frame.moved_groups.add(v.group)
+
+    def _read_later(self, name: str) -> bool:
+        """Is ``name`` read anywhere in the frame's function (a move into a dead name is no evidence)?"""
+        reads = self._reads()
+        return reads is None or name in reads
+
+    def _reads(self) -> frozenset[str] | None:
+        """The names the frame's function (or module) reads, :func:`read_names`."""
+        node = self.frame.node
+        if not isinstance(node, (cst.FunctionDef, cst.Module)):
+            return None
+        return self.ctx.remembered("read-names", node, lambda: read_names(node))
 
     def bind(self, target: cst.BaseExpression, value_expr: cst.BaseExpression | None, v: V | None, scope: dict | None = None) -> None:
         """Bind an assignment target to ``v`` (the kind of ``value_expr``)."""
@@ -988,7 +1000,7 @@ class DeviceFlow(Analysis, PartialBatches):
                 body = self.frame.node.body
                 seen = self.ctx.remembered("later-moves", body, lambda: collected(body))
                 names = [value_expr.value, *(n.value for n in _names_in(target))]
-                if moves_items(body, names, self._device_move, self._other_value, seen):
+                if moves_items(body, names, self._device_move, self._other_value, seen, reads=self._reads()):
                     self.frame.moved_groups.add(id(target))
         elif target.__class__ is cst.Subscript and scope is None:
             base = target.value
@@ -1155,7 +1167,11 @@ class DeviceFlow(Analysis, PartialBatches):
             name = dotted(target.target)
             if name is not None:
                 (self.device_dataset_names.add if placing else self.device_dataset_names.discard)(name)
+        dead = all(t.target.__class__ is cst.Name and not self._read_later(t.target.value) for t in node.targets)
+        before = set(self.frame.moved_groups) if dead else None
         v = self.value(node.value)
+        if before is not None:
+            self.frame.moved_groups.intersection_update(before)  # data_cuda = data.to(d), data_cuda never read: no evidence
         for target in node.targets:
             self.bind(target.target, node.value, v)
         self._note_params(node)
@@ -1189,7 +1205,7 @@ class DeviceFlow(Analysis, PartialBatches):
         for group, members in groups.items():
             seen = self.ctx.remembered("later-moves", body, lambda: collected(body))
             if group not in frame.moved_groups and moves_items(
-                    body, members, self._device_move, self._other_value, seen, related=names):
+                    body, members, self._device_move, self._other_value, seen, related=names, reads=self._reads()):
                 frame.moved_groups.add(group)
 
     def _other_value(self, expr: cst.BaseExpression) -> bool:
@@ -1339,7 +1355,7 @@ class DeviceFlow(Analysis, PartialBatches):
                 continue  # an arm that returns or skips the rest hands nothing on
             names = sorted({n for n, w in (*before.items(), *env.items()) if w is not None and w.group == v.group})
             seen = self.ctx.remembered("later-moves", block, lambda: collected(block))
-            if moves_items(block, names, self._device_move, self._other_value, seen):
+            if moves_items(block, names, self._device_move, self._other_value, seen, reads=self._reads()):
                 return v
         return None
 
@@ -1362,7 +1378,7 @@ class DeviceFlow(Analysis, PartialBatches):
         for handler in node.handlers if groups else ():
             seen = self.ctx.remembered("later-moves", handler.body, lambda: collected(handler.body))
             for group, members in groups.items():
-                if group not in frame.moved_groups and moves_items(handler.body, members, self._device_move, self._other_value, seen):
+                if group not in frame.moved_groups and moves_items(handler.body, members, self._device_move, self._other_value, seen, reads=self._reads()):
                     frame.moved_groups.add(group)
 
     def _try_record(self, node) -> list | None:

@@ -51,6 +51,9 @@ class _Collector(cst.CSTVisitor):
         self.devices: dict[str, cst.BaseExpression] = {}
         #: calls whose result is thrown away (``x.to(d)`` as a statement moves no tensor)
         self.dropped: set[int] = set()
+        #: move call -> the names the assignment around it binds (``data_cuda = data.to(d)``)
+        self.bound_to: dict[int, frozenset[str]] = {}
+        self._binding: list[frozenset[str]] = []
 
     def visit_Expr(self, node: cst.Expr) -> None:
         value = node.value
@@ -88,13 +91,21 @@ class _Collector(cst.CSTVisitor):
         if len(node.targets) == 1 and node.targets[0].target.__class__ is cst.Name:
             if value.__class__ is cst.Attribute and value.attr.value == "device":
                 self.devices[node.targets[0].target.value] = value.value
+        bound: set[str] = set()
         for target in node.targets:
             self.assigns.append((list(_target_names(target.target)), roots))
+            bound.update(_target_names(target.target))
+        self._binding.append(frozenset(bound))
+
+    def leave_Assign(self, original_node: cst.Assign) -> None:
+        self._binding.pop()
 
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
         if func.__class__ is cst.Attribute and func.attr.value in ("to", "cuda"):
             self.moves.append(node)
+            if self._binding:
+                self.bound_to[id(node)] = self._binding[-1]
 
 
 def collected(body: cst.CSTNode, straight: bool = True) -> _Collector:
@@ -108,7 +119,7 @@ def collected(body: cst.CSTNode, straight: bool = True) -> _Collector:
 
 def moves_items(body: cst.CSTNode, names: Iterable[str], is_move: Callable[[cst.Call], bool],
                 other_device: Callable[[cst.BaseExpression], bool], seen: _Collector | None = None,
-                straight: bool = True, related: Iterable[str] = ()) -> bool:
+                straight: bool = True, related: Iterable[str] = (), reads: frozenset[str] | None = None) -> bool:
     """Does ``body`` move, anywhere, an item that starts from one of ``names`` or from a name
     bound from them (in any order: ``y = batch[1]`` then ``y.to(d)``)? ``is_move`` tells a
     device move from a dtype cast or a ``.to("cpu")``. Not counted: a move whose result is
@@ -119,7 +130,8 @@ def moves_items(body: cst.CSTNode, names: Iterable[str], is_move: Callable[[cst.
     ``straight``: only the statements on the straight path of the body count (not those under
     an ``if``, a ``try`` or an inner loop); ``related``: names of the same batch that are no
     items of it themselves (``pair`` of ``images, target = pair``): a binding from them is no
-    rebinding from elsewhere."""
+    rebinding from elsewhere; ``reads``: the names the function reads (:func:`read_names`), if
+    known: a move bound only to names outside it (a dead store) is not counted."""
     if seen is None:
         seen = collected(body, straight)
     if not seen.moves:
@@ -132,6 +144,9 @@ def moves_items(body: cst.CSTNode, names: Iterable[str], is_move: Callable[[cst.
     for call in seen.moves:
         if id(call) in seen.dropped or root_name(call.func.value) not in reach or not is_move(call):
             continue
+        bound = seen.bound_to.get(id(call))
+        if reads is not None and bound and not bound & reads:
+            continue  # data_cuda = data.to(d) with data_cuda never read
         target = next((a.value for a in call.args if a.keyword is None or a.keyword.value == "device"), None)
         if target is not None and target.__class__ is cst.Name and target.value in seen.devices:
             if other_device(seen.devices[target.value]):
@@ -153,3 +168,39 @@ def _closure(seen: _Collector, reach: set[str]) -> set[str]:
         if not grown:
             break
     return reach
+
+
+class _Reads(cst.CSTVisitor):
+    """Every name a node reads: each ``Name`` except the plain names an assignment binds."""
+
+    def __init__(self) -> None:
+        self.names: set[str] = set()
+        self.bound: set[int] = set()
+
+    def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
+        self.bound.update(id(n) for n in _bound_name_nodes(node.target))
+
+    def visit_Name(self, node: cst.Name) -> None:
+        if id(node) not in self.bound:
+            self.names.add(node.value)
+
+
+def _bound_name_nodes(target: cst.BaseExpression) -> Iterable[cst.Name]:
+    if target.__class__ is cst.Name:
+        yield target
+    elif isinstance(target, (cst.Tuple, cst.List)):
+        for element in target.elements:
+            yield from _bound_name_nodes(element.value)
+    elif target.__class__ is cst.StarredElement:
+        yield from _bound_name_nodes(target.value)
+
+
+def read_names(node: cst.CSTNode) -> frozenset[str]:
+    """The names ``node`` (a function, a module) reads anywhere, nested functions included.
+    A batch item moved into a name outside this set (``data_cuda = data.to(d)`` and
+    ``data_cuda`` never used) says nothing of where the model lives: DEV111 takes no
+    evidence from it (pyod 3.6.7 devnet.py, whose model is never moved). A pure function of
+    the immutable node."""
+    seen = _Reads()
+    node.visit(seen)
+    return frozenset(seen.names)
