@@ -1,0 +1,84 @@
+"""The tables the device dataflow (:mod:`devlint.dataflow`) reads: torch names and callee names.
+
+Which torch factories allocate on the CPU, which tensor methods read a value out or keep the
+device, which module methods return the module, and the name patterns that say "a model", "a
+loss" or "a batch item kept on the CPU by design". :mod:`devlint.precheck_cpu_flow` keeps copies
+of some of them (``tests/test_precheck.py`` holds them equal).
+"""
+
+from __future__ import annotations
+
+import re
+
+from .batches import ITERATING_WRAPPERS
+
+#: ``torch.set_default_device(x)`` with ``x`` not the literal "cpu", or a CUDA default tensor type.
+_DEFAULT_DEVICE = re.compile(r"set_default_device\(\s*(?![\"']cpu[\"']\s*\))|set_default_tensor_type\([^)]*cuda")
+#: torch factories that allocate on the default (CPU) device unless given ``device=``.
+FACTORIES = frozenset(
+    "zeros ones empty full arange range randn rand randint randperm eye linspace logspace "
+    "normal bernoulli multinomial tril_indices triu_indices".split()
+)
+DTYPES = frozenset(
+    "float16 half bfloat16 float32 float float64 double int8 uint8 int16 short int32 int int64 long "
+    "bool complex64 cfloat complex128 cdouble float8_e4m3fn float8_e5m2".split()
+)
+#: Methods of a tensor whose result is no tensor (or not one on the same device).
+_READOUTS = frozenset(
+    "item tolist numpy size dim numel ndimension nelement element_size data_ptr get_device stride "
+    "is_contiguous is_floating_point storage untyped_storage keys __len__ type".split()
+)
+_VIEWS = frozenset("T mT H mH data real imag grad".split())
+#: tensor methods giving a tensor on the same device (a batch given one of them is one tensor)
+_TENSOR_OPS = frozenset(
+    "permute view reshape transpose float double half bfloat16 long int bool byte squeeze unsqueeze contiguous "
+    "flatten clone detach narrow expand repeat flip roll t".split()
+)
+_TENSOR_META = frozenset("shape device dtype ndim is_cuda requires_grad layout names".split())
+#: Methods of a module that return the module itself.
+_SELF_METHODS = frozenset("eval train float half double bfloat16 requires_grad_ share_memory".split())
+_PASSTHROUGH_ITER = frozenset({"tqdm", "iter", "list", "tuple", "sorted", "reversed"}) | ITERATING_WRAPPERS
+#: ``model.generate(...)`` and the like call the model (RULES.md DEV111)
+_MODEL_METHODS = frozenset({"generate", "forward", "encode"})
+#: wrappers that keep the placement of the module they wrap (DataParallel scatters: not here)
+_KEEPING_WRAPPERS = frozenset({"compile", "DistributedDataParallel", "FullyShardedDataParallel"})
+LEGACY_CONSTRUCTORS = frozenset(
+    "Tensor FloatTensor DoubleTensor HalfTensor BFloat16Tensor LongTensor IntTensor ShortTensor CharTensor ByteTensor BoolTensor".split()
+)
+_JOINS = frozenset({"stack", "cat", "concat", "concatenate", "vstack", "hstack", "dstack"})
+#: callee names that say "a model" (for a parameter or an attribute the linter cannot see)
+_MODEL_CALLEE = re.compile(
+    r"(^|_)(model|models|net|network|module|mods|encoder|decoder|backbone|classifier|generator|discriminator|"
+    r"transformer|unet|student|teacher|policy|critic|actor|detector|segmenter|autoencoder|vae|gan)s?$",
+    re.I,
+)
+#: callee names that say "a loss" (``criterion(out, y)``), not a helper computing one
+_LOSS_CALLEE = re.compile(r"^(\w+_)?(loss|criterion|crit)(_?(fn|func|fct|fcn|function|module|mod))?$", re.I)
+_HELPER_PREFIX = re.compile(r"^(compute|calc|calculate|get|eval|evaluate|run|do|make|build|update|step|train|log)_", re.I)
+#: batch items that are CPU-side by design (``pack_padded_sequence`` lengths) or not tensors
+_CPU_SIDE_ITEMS = frozenset(
+    "len lens length lengths size sizes shape shapes count counts meta metas metadata info infos name names path paths "
+    "file files filename filenames fname fnames idx index indices key keys text texts caption captions "
+    "sentence sentences prompt prompts question questions answer answers str string strings word words raw uid uids url urls".split()
+)
+#: of those, the names of raw text: one the file itself moves to a device holds token ids there
+_TEXT_ITEMS = frozenset("text texts caption captions sentence sentences prompt prompts word words".split())
+#: ``texts.to(device)``, ``texts = texts.cuda()``: a move of a name (not a dtype cast)
+_NAME_MOVE = re.compile(r"\b(\w+)\.(?:to\((?!\s*(?:dtype\s*=|torch\.(?:float|half|bfloat|double|long|int|bool|uint)))|cuda\()")
+_SCATTERS = ("DataParallel", "DistributedDataParallel")
+#: methods of a module that are no forward pass
+_MODULE_API = frozenset(
+    "to cuda cpu apply train eval parameters named_parameters modules named_modules children named_children "
+    "state_dict load_state_dict register_buffer register_parameter register_forward_hook register_forward_pre_hook "
+    "register_full_backward_hook add_module zero_grad requires_grad_ half float double bfloat16 type get_submodule "
+    "get_parameter get_buffer buffers named_buffers extra_repr share_memory save_pretrained resize_token_embeddings "
+    "get_input_embeddings get_output_embeddings config device dtype".split()
+)
+#: callees that keep or show their arguments without computing with them
+_NOT_COMPUTING = frozenset(
+    "append extend insert add update put set setdefault get pop extend len print str repr format isinstance "
+    "type id hash dict list tuple set zip enumerate range sorted min max any all getattr setattr hasattr "
+    "cpu numpy item tolist detach clone to cuda size dim float int bool info debug warning error".split()
+)
+_MODULE_NAME = re.compile(r"(model|net|module|encoder|decoder|backbone|classifier)", re.I)
+_SCALAR_ANNOTATIONS = frozenset({"int", "float", "bool", "str", "Optional[int]", "Optional[float]", "Optional[bool]"})
