@@ -181,10 +181,6 @@ class DeviceFlow(Analysis, PartialBatches, BranchJoins, ExpressionKinds):
         last = name.rsplit(".", 1)[-1]
         return "loss" in last or "entropy" in last or last == "kl_div"
 
-    def receives_cpu(self, call: cst.Call) -> bool:
-        """DEV111: is ``call`` a moved model (or a loss on a device tensor) given a CPU tensor?"""
-        return self.check_call(call)[0]
-
     def _callee(self, func: cst.BaseExpression) -> tuple[V | None, cst.BaseExpression | None]:
         """(kind of the called model or loss, the expression naming it) for ``model(...)``,
         ``self.net(...)``, ``model.generate/forward/encode(...)``; ``(None, None)`` otherwise."""
