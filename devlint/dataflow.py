@@ -41,12 +41,13 @@ import libcst as cst
 
 from .branch_joins import BranchJoins
 from .expression_kinds import ExpressionKinds, _aligned
+from .model_call_check import ModelCallCheck, _cpu_side_item  # (DEV103 imports _cpu_side_item from here)
 from .batches import BATCH_PARAMS
 from .guards import string_value
 from .later_moves import collected, moves_items, read_names
 from .modules import is_module_class
 from .names import dotted
-from .partial_batches import DISPATCH, PartialBatches
+from .partial_batches import PartialBatches
 from .patterns import captures
 from .rule import Analysis
 
@@ -102,7 +103,7 @@ class Frame:
         self.rebound: set[str] = set()
 
 
-class DeviceFlow(Analysis, PartialBatches, BranchJoins, ExpressionKinds):
+class DeviceFlow(Analysis, PartialBatches, BranchJoins, ExpressionKinds, ModelCallCheck):
     """Scope-level device dataflow (see the module docstring)."""
 
     def __init__(self, ctx) -> None:
@@ -173,198 +174,6 @@ class DeviceFlow(Analysis, PartialBatches, BranchJoins, ExpressionKinds):
         if frame.forward:
             return V(INP) if attr in cls.param_attrs else None
         return cls.attrs.get(attr)
-
-    def is_loss_function(self, func: cst.BaseExpression) -> bool:
-        name = self.ctx.resolve(func) or ""
-        if not name.startswith("torch.nn.functional."):
-            return False
-        last = name.rsplit(".", 1)[-1]
-        return "loss" in last or "entropy" in last or last == "kl_div"
-
-    def _callee(self, func: cst.BaseExpression) -> tuple[V | None, cst.BaseExpression | None]:
-        """(kind of the called model or loss, the expression naming it) for ``model(...)``,
-        ``self.net(...)``, ``model.generate/forward/encode(...)``; ``(None, None)`` otherwise."""
-        if func.__class__ is cst.Name:
-            v = self.lookup(func.value)
-            return (None if v is not None and v.kind == PITEM else v), func
-        if func.__class__ is cst.Attribute:
-            if self.is_self(func.value):
-                return self.self_attr(func.attr.value), func
-            if func.attr.value in _MODEL_METHODS:
-                receiver = self.value(func.value)
-                if receiver is not None and receiver.kind == PITEM:
-                    receiver = None  # a method's parameter: unknown
-                if receiver is not None and (receiver.module or receiver.kind == PARAM):
-                    return receiver, func.value
-                if receiver is None and self.model_named(func.value):
-                    return None, func.value
-                return None, None
-            return None, func  # trainer.model(x): known only by its name
-        return None, None
-
-    def model_named(self, expr: cst.BaseExpression | None) -> bool:
-        """``model``, ``self.net``, ``encoder``: a name that says "a model", not a function or
-        class of this module (whose body may move its inputs itself)."""
-        name = dotted(expr)
-        if name is None or name in self.functions or name in self.local_modules:
-            return False
-        parts = name.split(".")
-        if _MODEL_CALLEE.search(parts[-1]):
-            return True
-        # model.feature_extractor, self.model.encoder: a submodule of a model
-        return (
-            len(parts) > 1 and not parts[-1].startswith("_") and parts[-1] not in _MODULE_API
-            and any(_MODEL_CALLEE.search(p) for p in parts[:-1])
-        )
-
-    def loss_named(self, expr: cst.BaseExpression | None) -> bool:
-        """``criterion``, ``loss_fn``, ``self.ce_loss``: a name that says "a loss function"."""
-        name = dotted(expr)
-        if name is None or name in self.functions:
-            return False
-        parts = name.split(".")
-        last = parts[-1]
-        if _LOSS_CALLEE.match(last):
-            return not _HELPER_PREFIX.match(last)
-        # loss.process_scores(scores, labels), self.criterion.compute(out, y): a loss's own method
-        return (
-            len(parts) > 1 and not last.startswith("_") and last not in _MODULE_API and last not in _READOUTS
-            and any(_LOSS_CALLEE.match(p) for p in parts[:-1])
-        )
-
-    def check_call(self, call: cst.Call) -> tuple[bool, frozenset]:
-        """DEV111 for one call: ``(report now, requirements)``; :attr:`culprit` is then the
-        first argument (a :class:`libcst.Arg`) that is on the CPU, or ``None``. ``requirements`` is a set of
-        ``(function, parameter, kind)`` under which the call is the bug: every same-module call
-        site of ``function`` passes a value of ``kind`` (``DEV``: a moved model; ``LOADER``: a
-        DataLoader) as ``parameter``. Checked once the module is done
-        (:meth:`requirements_met`)."""
-        none = (False, frozenset())
-        self.culprit = None
-        if self.silent or not call.args:
-            return none
-        func = call.func
-        callee, named = self._callee(func)
-        known = callee is not None and callee.kind != PARAM
-        loss = (known and callee.loss) or (not known and (self.is_loss_function(func) or self.loss_named(named)))
-        modelish = known and callee.kind == DEV
-        unknown_model = not known and not loss and self.model_named(named)
-        helper = not (modelish or loss or unknown_model or (callee is not None and callee.kind == PARAM))
-        if helper:
-            hit = self.partly_moved_call(call, self.scatters)
-            if hit is not None:  # a partly moved batch meets a helper that computes with it
-                self.culprit = hit
-                return True, frozenset()
-        if helper and not (self.frame.moved_groups and (self._mixing_callee(func) or (
-                func.__class__ is cst.Attribute and func.attr.value == "update" and self._computing_update(call)))):
-            return none
-        values = [(arg, self.value(arg.value)) for arg in call.args]
-        moved = set(self.frame.moved_groups)
-        moved.update(v.group for _, v in values if v is not None and v.group is not None and v.kind in (DEV, DEVB))
-        cpu = dev = evidence = explicit = False
-        loaders: set[tuple[str, str]] = set()
-        cpu_arg = item_arg = None
-        for arg, v in values:
-            if (v is None or v.kind == PARAM) and not arg.star and self.param_group(arg.value) in moved:
-                if not _cpu_side_item(arg.value, self.moved_texts):  # def step(self, x, y): x moved, y handed on as it came
-                    item_arg, evidence = item_arg or arg, True
-                continue
-            if v is None or v.module:
-                continue
-            if v.kind == FED:
-                if not helper:
-                    self.note_fed(v)  # pred = self.get_logits(x) with x left behind reaches the loss
-                continue
-            if v.kind == MIXB:
-                item_arg, evidence = item_arg or arg, True  # model(**sample) of a partly moved batch
-                continue
-            if v.explicit:
-                explicit = True
-                continue
-            if v.kind == CPU or (v.kind == CPUB and (arg.star or not loss)):
-                cpu = True
-                cpu_arg = cpu_arg or arg
-                evidence = evidence or (v.group in moved and not _cpu_side_item(arg.value, self.moved_texts))
-            elif v.kind in (DEV, DEVB):
-                dev = True
-            elif (v.kind == PITEM or (v.kind == PB and arg.star)) and not _cpu_side_item(arg.value, self.moved_texts):
-                item_arg = item_arg or arg
-                if v.group in moved:
-                    evidence = True  # another item of this batch was moved: this one is on the CPU
-                elif v.param is not None:
-                    loaders.add(v.param)
-        self.culprit = cpu_arg if cpu else item_arg
-        if helper:
-            # get_log_probs(logits, labels), out.eq(y): a device tensor meets an item left behind
-            # the device tensor must be computed (a model's output), not a sibling item moved
-            # with it: avalanche_forward(model, x, task_labels) may keep its labels on the CPU
-            computed = any(v is not None and v.kind == DEV and v.group is None and not v.module for _, v in values)
-            if func.__class__ is cst.Attribute:
-                receiver = self.value(func.value)
-                computed = computed or (receiver is not None and receiver.kind == DEV and not receiver.module and receiver.group is None)
-            return (computed and evidence and not self.scatters), frozenset()
-        if loss:
-            on_device = dev or (known and callee.kind == DEV)
-            if (on_device and (cpu or evidence)) or (evidence and not explicit):
-                # loss(out, y) with y's sibling moved: out comes from the moved input
-                return True, frozenset()
-            return (False, frozenset((f, p, LOADER) for f, p in loaders)) if on_device and loaders else none
-        if modelish:
-            if cpu or evidence:
-                return True, frozenset()
-            return (False, frozenset((f, p, LOADER) for f, p in loaders)) if loaders else none
-        if unknown_model and evidence and not self.scatters:
-            return True, frozenset()
-        if callee is not None and callee.kind == PARAM and not self.scatters:
-            needs = {(*callee.param, DEV)}
-            if cpu or evidence:  # features(data) with data's sibling moved: if every caller hands a moved model
-                return False, frozenset(needs)
-            if loaders:
-                return False, frozenset(needs | {(f, p, LOADER) for f, p in loaders})
-        return none
-
-    def _mixing_callee(self, func: cst.BaseExpression) -> bool:
-        """May a call of ``func`` compute with its tensor arguments (so that a device tensor and
-        a CPU one given together fail)? Not a container's or a logger's method, not a builtin."""
-        name = dotted(func)
-        if name is None or name in self.functions:
-            return False  # a function of this module may move its inputs itself
-        if func.__class__ is cst.Attribute and self.is_self(func.value):
-            return False  # so may a method of this class
-        last = name.rsplit(".", 1)[-1]
-        if DISPATCH.search(name):
-            return False  # callbacks.run("on_batch_end", ...), self.hooks.after_step(...): handed on, not computed with
-        return last not in _NOT_COMPUTING and not last.startswith(("log", "print", "save", "record", "write"))
-
-    @staticmethod
-    def _computing_update(call: cst.Call) -> bool:
-        """``metric.update(pred, target)``: an update given two tensors computes with them."""
-        return sum(1 for a in call.args if a.keyword is None and not a.star) >= 2
-
-    def requirements_met(self, requirements: frozenset) -> bool:
-        """Does every same-module call site pass what ``requirements`` need (see
-        :meth:`check_call`)? False when a function has no call site, is defined twice, or a
-        call site passes ``*args``, leaves the parameter to its default or passes anything else."""
-        for function, param, kind in requirements:
-            names = self.signatures.get(function)
-            sites = self.call_sites.get(function)
-            if not names or not sites or param not in names:
-                return False
-            index = names.index(param)
-            for positional, keywords, starred in sites:
-                v = keywords.get(param) if param in keywords else positional[index] if index < len(positional) else None
-                if starred or v is None or v.kind != kind:
-                    return False
-        return True
-
-    def param_group(self, expr: cst.BaseExpression) -> int | None:
-        """The group of a parameter of the current function not rebound yet (``x`` of
-        ``def train_step(self, x, y)``): the parameters of one function are taken for the
-        items of one batch, so moving one of them is evidence that the others are CPU-side."""
-        frame = self.frame
-        if expr.__class__ is cst.Name and expr.value in frame.params and expr.value not in frame.rebound:
-            return id(frame.node)
-        return None
 
     def is_self(self, expr: cst.BaseExpression) -> bool:
         return expr.__class__ is cst.Name and self.frame.self_name is not None and expr.value == self.frame.self_name
@@ -820,24 +629,4 @@ def _may_be_tensor(param: cst.Param) -> bool:
         if text in _SCALAR_ANNOTATIONS or text.startswith(("int", "float", "bool", "str", "Optional[int", "Optional[bool")):
             return False
     return True
-
-
-def _cpu_side_item(expr: cst.BaseExpression, moved_texts: frozenset = frozenset()) -> bool:
-    """``lengths``, ``batch["seq_lens"]``, ``paths``: a batch item that stays on the CPU by design
-    (``pack_padded_sequence`` wants CPU lengths) or is no tensor (file names, raw text), unless
-    it is a name of text in ``moved_texts`` (the file moves ``texts`` to a device elsewhere: token
-    ids, as in CLIP training loops)."""
-    name = None
-    if expr.__class__ is cst.Name:
-        name = expr.value
-    elif expr.__class__ is cst.Attribute:
-        name = expr.attr.value
-    elif expr.__class__ is cst.Subscript and len(expr.slice) == 1 and expr.slice[0].slice.__class__ is cst.Index:
-        name = string_value(expr.slice[0].slice.value)
-    if not name:
-        return False
-    lowered = name.lower()
-    if lowered in moved_texts:
-        return False
-    return lowered in _CPU_SIDE_ITEMS or lowered.rsplit("_", 1)[-1] in _CPU_SIDE_ITEMS
 
