@@ -41,6 +41,7 @@ import libcst as cst
 
 from .branch_joins import BranchJoins
 from .expression_kinds import ExpressionKinds, _aligned
+from .flow_frames import ClassInfo, Frame
 from .model_call_check import ModelCallCheck, _cpu_side_item  # (DEV103 imports _cpu_side_item from here)
 from .batches import BATCH_PARAMS
 from .guards import string_value
@@ -62,45 +63,6 @@ from .flow_tables import (  # noqa: F401  (re-exported: the rules import some ta
     _LOSS_CALLEE, _HELPER_PREFIX, _CPU_SIDE_ITEMS, _TEXT_ITEMS, _NAME_MOVE, _SCATTERS, _MODULE_API,
     _NOT_COMPUTING, _MODULE_NAME, _SCALAR_ANNOTATIONS,
 )
-
-
-class ClassInfo:
-    """What a class body tells: its ``self.`` attributes, methods, and what it derives from."""
-
-    __slots__ = ("name", "attrs", "methods", "is_module", "silent", "param_attrs", "torch_modules", "node", "scalar_attrs")
-
-    def __init__(self, node: cst.ClassDef, is_module: bool, silent: bool) -> None:
-        self.node, self.name = node, node.name.value
-        self.attrs: dict[str, V | None] = {}
-        self.methods = {s.name.value for s in node.body.body if s.__class__ is cst.FunctionDef} if node.body.__class__ is cst.IndentedBlock else set()
-        self.is_module, self.silent = is_module, silent
-        self.param_attrs: set[str] = set()
-        #: attributes holding a ``torch.nn`` layer (which does not move its inputs itself)
-        self.torch_modules: set[str] = set()
-        #: attributes holding a number (``self.p = 0.1``, ``self.p = p`` with ``p=0.1`` a parameter's
-        #: default): a scalar operand, as a literal is
-        self.scalar_attrs: set[str] = set()
-
-
-class Frame:
-    """A module body or a function body."""
-
-    __slots__ = ("vars", "parent", "cls", "self_name", "node", "name", "returns", "moved", "silent", "forward", "kind", "moved_groups", "params", "rebound")
-
-    def __init__(self, kind: str, node, parent: "Frame | None", cls: ClassInfo | None, self_name: str | None) -> None:
-        self.kind, self.node, self.parent, self.cls, self.self_name = kind, node, parent, cls, self_name
-        self.name = getattr(getattr(node, "name", None), "value", "<module>")
-        self.vars: dict[str, V | None] = {}
-        self.returns: list[V | None] = []
-        self.moved = False
-        #: batch groups some item of which was moved to a device in this frame
-        self.moved_groups: set[int] = set()
-        self.silent = bool(parent and parent.silent) or bool(cls and cls.silent)
-        self.forward = bool(cls and cls.is_module and self.name == "forward" and self_name)
-        #: parameters that may be items of one batch handed to a step function
-        #: (``def train_step(self, x, y)``: group ``id(node)``), and the names rebound since
-        self.params: set[str] = set()
-        self.rebound: set[str] = set()
 
 
 class DeviceFlow(Analysis, PartialBatches, BranchJoins, ExpressionKinds, ModelCallCheck):
