@@ -39,30 +39,26 @@ import re
 
 import libcst as cst
 
+from .batches import BATCH_PARAMS
 from .branch_joins import BranchJoins
 from .expression_kinds import ExpressionKinds, _aligned
 from .flow_frames import ClassInfo, Frame
-from .model_call_check import ModelCallCheck, _cpu_side_item  # (DEV103 imports _cpu_side_item from here)
-from .batches import BATCH_PARAMS
+from .flow_kinds import (  # noqa: F401  (MIXB re-exported: the rules import the kinds from here)
+    _LOCAL_KINDS, CPU, CPUB, CPUDEV, DEV, DEVB, ENUM, INP, LOADER, MIXB, MODEL, PARAM, PB, PITEM, TENSORS, ZIP, V,
+)
+from .flow_tables import (
+    _DEFAULT_DEVICE, _MODEL_CALLEE, _MODULE_NAME, _NAME_MOVE, _NOT_COMPUTING, _PASSTHROUGH_ITER, _SCALAR_ANNOTATIONS,
+    _TEXT_ITEMS,
+)
+from .flow_tables import DTYPES, FACTORIES, LEGACY_CONSTRUCTORS, _JOINS, _MODEL_METHODS  # noqa: F401  (re-exported)
 from .guards import string_value
 from .later_moves import collected, moves_items, read_names
+from .model_call_check import ModelCallCheck, _cpu_side_item  # (DEV103 imports _cpu_side_item from here)
 from .modules import is_module_class
 from .names import dotted
 from .partial_batches import PartialBatches
 from .patterns import captures
 from .rule import Analysis
-
-from .flow_kinds import (  # noqa: F401  (re-exported: the rules import the kinds from here)
-    CPU, CPUB, CPUDEV, DEV, DEVB, ENUM, FED, INP, LOADER, LOADERS, MIXB, MODEL, PARAM, PB, PITEM, TENSORS, ZIP, V,
-    _LOCAL_KINDS,
-)
-
-from .flow_tables import (  # noqa: F401  (re-exported: the rules import some tables from here)
-    _DEFAULT_DEVICE, FACTORIES, DTYPES, _READOUTS, _VIEWS, _TENSOR_OPS, _TENSOR_META, _SELF_METHODS,
-    _PASSTHROUGH_ITER, _MODEL_METHODS, _KEEPING_WRAPPERS, LEGACY_CONSTRUCTORS, _JOINS, _MODEL_CALLEE,
-    _LOSS_CALLEE, _HELPER_PREFIX, _CPU_SIDE_ITEMS, _TEXT_ITEMS, _NAME_MOVE, _SCATTERS, _MODULE_API,
-    _NOT_COMPUTING, _MODULE_NAME, _SCALAR_ANNOTATIONS,
-)
 
 
 class DeviceFlow(Analysis, PartialBatches, BranchJoins, ExpressionKinds, ModelCallCheck):
