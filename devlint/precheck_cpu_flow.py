@@ -15,7 +15,7 @@ from .batches import BATCH_PARAMS
 from .precheck_predicates import dotted, own_nodes, top_functions, walk
 
 if TYPE_CHECKING:  # annotations only
-    from .precheck import Facts
+    from .precheck_predicates import Facts
 
 _Attribute, _Name, _Call, _Constant = ast.Attribute, ast.Name, ast.Call, ast.Constant
 #: match patterns that bind a name (``case x``, ``case [*rest]``, ``case {**rest}``)

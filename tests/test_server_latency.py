@@ -116,7 +116,7 @@ def test_the_per_statement_stdlib_tree_is_ast_parse_without_positions(name):
 
 def assert_same_facts(joined, whole) -> None:
     """Slot for slot, the same nodes in the same order (dict keys too)."""
-    from devlint.precheck import _JOINED, Facts
+    from devlint.precheck_predicates import _JOINED, Facts
 
     assert set(Facts.__slots__) == _JOINED
 
