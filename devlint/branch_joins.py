@@ -160,7 +160,7 @@ class BranchJoins:
                 continue  # an arm that returns or skips the rest hands nothing on
             names = sorted({n for n, w in (*before.items(), *env.items()) if w is not None and w.group == v.group})
             seen = self.ctx.remembered("later-moves", block, lambda: collected(block))
-            if moves_items(block, names, self._device_move, self._other_value, seen, reads=self._reads()):
+            if moves_items(block, names, self._device_move, self._other_value, seen, reads=self._reads):
                 return v
         return None
 
@@ -182,7 +182,7 @@ class BranchJoins:
         for handler in node.handlers if groups else ():
             seen = self.ctx.remembered("later-moves", handler.body, lambda: collected(handler.body))
             for group, members in groups.items():
-                if group not in frame.moved_groups and moves_items(handler.body, members, self._device_move, self._other_value, seen, reads=self._reads()):
+                if group not in frame.moved_groups and moves_items(handler.body, members, self._device_move, self._other_value, seen, reads=self._reads):
                     frame.moved_groups.add(group)
 
     def _try_record(self, node) -> list | None:

@@ -201,7 +201,7 @@ class DeviceFlow(Analysis, PartialBatches, BranchJoins, ExpressionKinds, ModelCa
                 body = self.frame.node.body
                 seen = self.ctx.remembered("later-moves", body, lambda: collected(body))
                 names = [value_expr.value, *(n.value for n in _names_in(target))]
-                if moves_items(body, names, self._device_move, self._other_value, seen, reads=self._reads()):
+                if moves_items(body, names, self._device_move, self._other_value, seen, reads=self._reads):
                     self.frame.moved_groups.add(id(target))
         elif target.__class__ is cst.Subscript and scope is None:
             base = target.value
@@ -368,11 +368,12 @@ class DeviceFlow(Analysis, PartialBatches, BranchJoins, ExpressionKinds, ModelCa
             name = dotted(target.target)
             if name is not None:
                 (self.device_dataset_names.add if placing else self.device_dataset_names.discard)(name)
-        dead = all(t.target.__class__ is cst.Name and not self._read_later(t.target.value) for t in node.targets)
-        before = set(self.frame.moved_groups) if dead else None
+        groups = self.frame.moved_groups
+        before = frozenset(groups)
         v = self.value(node.value)
-        if before is not None:
-            self.frame.moved_groups.intersection_update(before)  # data_cuda = data.to(d), data_cuda never read: no evidence
+        if len(groups) > len(before) and all(
+                t.target.__class__ is cst.Name and not self._read_later(t.target.value) for t in node.targets):
+            groups.intersection_update(before)  # data_cuda = data.to(d), data_cuda never read: no evidence
         for target in node.targets:
             self.bind(target.target, node.value, v)
         self._note_params(node)
@@ -406,7 +407,7 @@ class DeviceFlow(Analysis, PartialBatches, BranchJoins, ExpressionKinds, ModelCa
         for group, members in groups.items():
             seen = self.ctx.remembered("later-moves", body, lambda: collected(body))
             if group not in frame.moved_groups and moves_items(
-                    body, members, self._device_move, self._other_value, seen, related=names, reads=self._reads()):
+                    body, members, self._device_move, self._other_value, seen, related=names, reads=self._reads):
                 frame.moved_groups.add(group)
 
     def _other_value(self, expr: cst.BaseExpression) -> bool:

@@ -119,7 +119,8 @@ def collected(body: cst.CSTNode, straight: bool = True) -> _Collector:
 
 def moves_items(body: cst.CSTNode, names: Iterable[str], is_move: Callable[[cst.Call], bool],
                 other_device: Callable[[cst.BaseExpression], bool], seen: _Collector | None = None,
-                straight: bool = True, related: Iterable[str] = (), reads: frozenset[str] | None = None) -> bool:
+                straight: bool = True, related: Iterable[str] = (),
+                reads: Callable[[], frozenset[str] | None] | None = None) -> bool:
     """Does ``body`` move, anywhere, an item that starts from one of ``names`` or from a name
     bound from them (in any order: ``y = batch[1]`` then ``y.to(d)``)? ``is_move`` tells a
     device move from a dtype cast or a ``.to("cpu")``. Not counted: a move whose result is
@@ -130,8 +131,9 @@ def moves_items(body: cst.CSTNode, names: Iterable[str], is_move: Callable[[cst.
     ``straight``: only the statements on the straight path of the body count (not those under
     an ``if``, a ``try`` or an inner loop); ``related``: names of the same batch that are no
     items of it themselves (``pair`` of ``images, target = pair``): a binding from them is no
-    rebinding from elsewhere; ``reads``: the names the function reads (:func:`read_names`), if
-    known: a move bound only to names outside it (a dead store) is not counted."""
+    rebinding from elsewhere; ``reads``: gives the names the function reads (:func:`read_names`),
+    or None if unknown, asked only for a move bound to names: a move bound only to names outside
+    them (a dead store) is not counted."""
     if seen is None:
         seen = collected(body, straight)
     if not seen.moves:
@@ -145,8 +147,10 @@ def moves_items(body: cst.CSTNode, names: Iterable[str], is_move: Callable[[cst.
         if id(call) in seen.dropped or root_name(call.func.value) not in reach or not is_move(call):
             continue
         bound = seen.bound_to.get(id(call))
-        if reads is not None and bound and not bound & reads:
-            continue  # data_cuda = data.to(d) with data_cuda never read
+        if bound and reads is not None:
+            read = reads()
+            if read is not None and not bound & read:
+                continue  # data_cuda = data.to(d) with data_cuda never read
         target = next((a.value for a in call.args if a.keyword is None or a.keyword.value == "device"), None)
         if target is not None and target.__class__ is cst.Name and target.value in seen.devices:
             if other_device(seen.devices[target.value]):
