@@ -50,7 +50,7 @@ def sample_report() -> Report:
     ]
     report.findings = [
         Finding("device-placement", "torch.arange in forward is made on the cpu", "pass device=x.device",
-                module="pos (Embedding)", name="positions", op="aten.arange", device="meta", related="DEV112"),
+                module="pos (Embedding)", name="positions", op="aten.arange", device="stand-in", related="DEV112"),
         Finding("mismatch", "norm's gradient is 450x its floor <b>", "compute it in float32",
                 module="norm (NaiveNorm)", device="cpu", mode="bfloat16"),
     ]
@@ -64,9 +64,25 @@ def test_html_is_one_offline_page_with_every_section():
     assert not re.search(r"""(src|href)=["']?(https?:)?//""", page) and "<script" not in page
     assert "@import" not in page and "url(" not in page.replace("url(#", "")  # only in-page references
     for text in ("failed", "Gradient error per module", "Loss scale and skipped steps",
-                 "Device placement", "pos (Embedding)", "aten.arange", "ranks against one process"):
+                 "Device placement", "pos (Embedding)", "aten.arange", "ranks against one process",
+                 "<td>cpu standing in for cuda</td>"):
         assert text in page, text
     assert "&lt;b&gt;" in page and "<b>" not in page  # messages escaped
+
+
+def test_every_format_names_the_placement_run_in_words():
+    # the placement run's device is "stand-in" in JSON; the reports say what it is, alike
+    report = sample_report()
+    report.findings.append(Finding("probe-incomplete", "the check could not finish", "report it",
+                                   device="stand-in", mode="float32"))
+    text, md, page = str(report), report_markdown.render(report), report_html.render(report)
+    assert "1. [device-placement] cpu standing in for cuda (static rule DEV112)" in text
+    assert "3. [probe-incomplete] cpu standing in for cuda, float32" in text
+    assert "| 3 | probe-incomplete | cpu standing in for cuda, float32 |" in md
+    assert "<td>cpu standing in for cuda, float32</td>" in page
+    for out in (text, md, page):
+        assert "stand-in" not in out and ">meta<" not in out and " meta " not in out
+    assert [f["device"] for f in report.to_dict()["findings"]] == ["stand-in", "cpu", "stand-in"]
 
 
 def test_markdown_for_a_job_summary():
@@ -76,7 +92,7 @@ def test_markdown_for_a_job_summary():
     assert "| cpu | float16 | ok | 1.25 | 1.0e-04 | 4.0e-04 | - | 3 (scale 8192) |" in lines
     assert "| cpu bfloat16 | norm (NaiveNorm) | 9.0e-01 | 2.0e-03 | 4.8e-02 |" in lines  # beyond its limit
     assert not any("enc (Linear) | 2.0e-03" in line for line in lines)  # within: not listed
-    assert "| 1 | device-placement (DEV112) | meta | pos (Embedding) | positions |" in text
+    assert "| 1 | device-placement (DEV112) | cpu standing in for cuda | pos (Embedding) | positions |" in text
     assert text.endswith("\n") and "450x its floor &lt;b>" in text  # no raw HTML in a summary
 
 
@@ -141,7 +157,7 @@ def test_cli_writes_html_and_markdown(tmp_path):
                           capture_output=True, text=True, timeout=600, cwd=tmp_path)
     assert proc.returncode == 1, proc.stderr
     assert proc.stdout.splitlines()[2].startswith("**:x: failed**: 1 finding(s)")
-    assert "| 1 | device-placement (DEV112) | stand-in | pos (AddPosition) |" in proc.stdout
+    assert "| 1 | device-placement (DEV112) | cpu standing in for cuda | pos (AddPosition) |" in proc.stdout
     text = page.read_text(encoding="utf-8")
     assert "<h2>Device placement</h2>" in text and "pos (AddPosition)" in text and "failed" in text
 

@@ -16,7 +16,7 @@ import torch
 from . import probes
 from .compare import DTYPES, Tolerances, Verdict
 from .names import first_line, module_of
-from .report import Finding
+from .report import STAND_IN_RUN, Finding
 
 __all__ = ["placement_findings", "master_weights", "nonfinite_finding", "mismatch_finding",
            "hidden_overflow", "underflow_finding", "deprecations", "MAX_LISTED"]
@@ -52,7 +52,7 @@ def placement_findings(raw) -> list[Finding]:
                 f"tensor attribute {name} is a plain tensor, not a buffer, so model.to(device) "
                 f"leaves it on the CPU; {where} uses it with tensors on the GPU: {said}",
                 "register it in __init__ with self.register_buffer(...)",
-                module=mix.module, name=name, op=mix.op, device="stand-in", related="DEV113"))
+                module=mix.module, name=name, op=mix.op, device=STAND_IN_RUN, related="DEV113"))
         elif kind == "list":
             container = name.split("[", 1)[0]
             findings.append(Finding(
@@ -61,7 +61,7 @@ def placement_findings(raw) -> list[Finding]:
                 f"model.to(device) leaves its parameters on the CPU and the optimizer never sees "
                 f"them; {mix.op} uses {name} with tensors on the GPU: {said}",
                 f"hold the layers in nn.ModuleList (or nn.ModuleDict) instead of {container}",
-                module=f"{holder}, in a plain container", name=name, op=mix.op, device="stand-in",
+                module=f"{holder}, in a plain container", name=name, op=mix.op, device=STAND_IN_RUN,
                 related="DEV114"))
         elif mix.key[0] == "made":
             maker, maker_module = mix.key[1], mix.key[2]
@@ -71,7 +71,7 @@ def placement_findings(raw) -> list[Finding]:
                 f"uses it (shape {mix.shape}) with tensors on the GPU: {said}",
                 "pass device=x.device to the factory (or use a registered buffer)",
                 module=maker_module, name=f"tensor of shape {mix.shape} from {maker}", op=mix.op,
-                device="stand-in", related="DEV112"))
+                device=STAND_IN_RUN, related="DEV112"))
         else:
             findings.append(Finding(
                 "device-placement",
@@ -79,7 +79,7 @@ def placement_findings(raw) -> list[Finding]:
                 f"or a batch object devlint cannot walk) is used with tensors on the GPU in {where}; "
                 f"{said}",
                 "move it with .to(device) where the model is moved, or make it a buffer",
-                module=mix.module, name=f"tensor of shape {mix.shape}", op=mix.op, device="stand-in"))
+                module=mix.module, name=f"tensor of shape {mix.shape}", op=mix.op, device=STAND_IN_RUN))
     return findings
 
 

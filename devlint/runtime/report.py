@@ -6,7 +6,7 @@ import json
 import math
 from dataclasses import asdict, dataclass, field
 
-__all__ = ["Run", "Finding", "Report"]
+__all__ = ["Run", "Finding", "Report", "run_label", "STAND_IN_RUN", "STAND_IN_WORDS"]
 
 
 @dataclass
@@ -73,6 +73,24 @@ class Run:
         return self.status != "skipped"
 
 
+#: ``Finding.device`` of the placement run (the step on the stand-in GPU,
+#: :mod:`devlint.runtime.standin`), as JSON reports it.
+STAND_IN_RUN = "stand-in"
+#: What that run is, in the words of the text, Markdown and HTML reports: the CPU computes,
+#: its tensors tagged as a GPU's, so a CPU tensor met next to them is what CUDA raises on.
+STAND_IN_WORDS = "cpu standing in for cuda"
+
+
+def run_label(device: str | None, mode: str | None = None) -> str:
+    """The run a finding comes from, as the text, Markdown and HTML reports print it:
+    ``"cpu float16"``, ``"cuda"``, ``"cpu standing in for cuda"`` (the placement run,
+    ``device`` :data:`STAND_IN_RUN`; its mode, if any, after a comma), or ``""`` when
+    neither is known."""
+    if device == STAND_IN_RUN:
+        return STAND_IN_WORDS + (f", {mode}" if mode else "")
+    return " ".join(x for x in (device, mode) if x)
+
+
 @dataclass
 class Finding:
     """One problem found by the runtime checker.
@@ -86,7 +104,8 @@ class Finding:
             ran (``"loss_fn (outside the model)"``); ``None`` when unknown.
         name: the parameter, buffer or tensor concerned (``"fc1.weight"``), if any.
         op: the ATen op (``"aten.add.Tensor"``) or API concerned, if any.
-        device: device of the run that showed it (``"meta"`` for the placement probe).
+        device: device of the run that showed it (:data:`STAND_IN_RUN`, ``"stand-in"``, for
+            the placement run; reports print :func:`run_label`).
         mode: precision mode of that run, if any.
         related: the static devlint rule for the same problem (``"DEV112"``), if any.
         details: numbers behind the message (ranges, fractions, errors).
@@ -278,7 +297,7 @@ class Report:
         info = len(self.findings) - n_err
         out.append(f"findings ({n_err}" + (f", and {info} for information)" if info else ")") + ":")
         for i, f in enumerate(self.findings, 1):
-            where = f"{f.device} {f.mode}" if f.mode else (f.device or "")
+            where = run_label(f.device, f.mode)
             out.append(f"{i}. [{f.kind}]" + (" (info)" if f.severity == "info" else "")
                        + (f" {where}" if where else "")
                        + (f" (static rule {f.related})" if f.related else ""))

@@ -19,7 +19,7 @@ import html
 import io
 import math
 
-from .report import Report, Run
+from .report import Report, Run, run_label
 
 __all__ = ["render", "write", "MissingExtra"]
 
@@ -211,7 +211,7 @@ def _findings_table(findings) -> str:
     head = ("kind", "run", "module", "tensor", "op", "what", "fix")
     out = ["<table><tr>" + "".join(f"<th>{h}</th>" for h in head) + "</tr>"]
     for f in findings:
-        run = " ".join(x for x in (f.device, f.mode) if x)
+        run = run_label(f.device, f.mode)
         kind = f.kind + (" (info)" if f.severity == "info" else "") + (f" ({f.related})" if f.related else "")
         cells = (kind, run, f.module or "-", f.name or "-", f.op or "-", f.message, f.fix)
         out.append("<tr>" + "".join(f"<td>{_e(c)}</td>" for c in cells) + "</tr>")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 
-from .report import Report
+from .report import Report, run_label
 
 __all__ = ["render"]
 
@@ -57,7 +57,7 @@ def render(report: Report) -> str:
         out += ["", "| # | finding | run | module | tensor | what | fix |", "|---|---|---|---|---|---|---|"]
         for i, f in enumerate(report.findings, 1):
             kind = f.kind + (" (info)" if f.severity == "info" else "") + (f" ({f.related})" if f.related else "")
-            run = " ".join(x for x in (f.device, f.mode) if x)
+            run = run_label(f.device, f.mode)
             out.append("| " + " | ".join(_cell(c) for c in (i, kind, run or "-", f.module or "-",
                                                              f.name or "-", f.message, f.fix)) + " |")
     if report.notes:
