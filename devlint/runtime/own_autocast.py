@@ -10,6 +10,17 @@ autocast region follows the same rules and computes its bfloat16/float16 GEMMs a
 convolutions with the same kernels as the single-process check's low-precision runs (CUDA's
 rules and the ``cpu_kernels`` choice, :mod:`devlint.runtime.emulate`), and the dtype of every
 enabled region of the run's device is recorded, so that each row says which rules applied.
+
+A step written for a GPU names CUDA itself: ``torch.autocast("cuda")``,
+``torch.autocast(device_type="cuda", dtype=...)``, ``torch.cuda.amp.autocast()``,
+``torch.amp.GradScaler("cuda")``, ``torch.cuda.amp.GradScaler()``. On a machine without CUDA,
+torch disables each of these with a warning, so the CPU runs that stand in for the GPU would
+run that step in float32 and unscaled. :func:`cuda_on_cpu` makes them the CPU's instead, as
+the GPU would run them: the same dtype (CUDA's default, float16, when none is given), enabled
+flag and scaler settings; the CPU autocast region then follows the rules in force (CUDA's,
+:mod:`devlint.runtime.autocast_policy`). It is active in every CPU run that stands in for CUDA:
+the single-process check's runs (:func:`devlint.runtime.replay.run_once`) and, through
+:class:`OwnAutocast`, the distributed check's CPU runs.
 """
 
 from __future__ import annotations
@@ -20,7 +31,41 @@ import torch
 
 from . import autocast_policy, emulate
 
-__all__ = ["OwnAutocast"]
+__all__ = ["OwnAutocast", "cuda_on_cpu"]
+
+
+@contextlib.contextmanager
+def cuda_on_cpu(scale: float = 1.0):
+    """While the block runs, ``torch.autocast`` regions and ``torch.amp.GradScaler`` objects made
+    for ``"cuda"`` (also by ``torch.cuda.amp``) are made for ``"cpu"``: a region keeps its
+    dtype (float16, CUDA's default, when none is given), ``enabled`` and ``cache_enabled``; a
+    scaler keeps its settings, its ``init_scale`` multiplied by ``scale`` (the run's loss
+    scale against GradScaler's default, so a run that settles the scale settles the step's
+    own scaler too). Objects made before the block (an ``@torch.autocast("cuda")`` decorator
+    applied at import) keep CUDA's, disabled on a machine without it. Yields the list of the
+    enabled scalers made (CPU ``torch.amp.GradScaler``), in order."""
+    region, scaler = torch.amp.autocast_mode.autocast, torch.amp.GradScaler
+    real_region, real_scaler = region.__init__, scaler.__init__
+    made: list = []
+
+    def region_init(self, device_type, dtype=None, enabled=True, cache_enabled=None):
+        if device_type == "cuda":
+            device_type = "cpu"
+            dtype = torch.float16 if dtype is None else dtype  # torch.get_autocast_dtype("cuda")'s default
+        real_region(self, device_type, dtype=dtype, enabled=enabled, cache_enabled=cache_enabled)
+
+    def scaler_init(self, device="cuda", init_scale=2.0 ** 16, *args, **kwargs):
+        if device == "cuda":
+            device, init_scale = "cpu", init_scale * scale
+        real_scaler(self, device, init_scale, *args, **kwargs)
+        if device == "cpu" and self.is_enabled():
+            made.append(self)
+
+    region.__init__, scaler.__init__ = region_init, scaler_init
+    try:
+        yield made
+    finally:
+        region.__init__, scaler.__init__ = real_region, real_scaler
 
 
 class OwnAutocast:
@@ -31,7 +76,9 @@ class OwnAutocast:
     ``model`` picks the emulation, :func:`devlint.runtime.emulate.cpu_kernels`). On CUDA
     nothing changes (the GPU's own autocast). ``dtypes`` collects ``"bfloat16"``/``"float16"``
     for every enabled ``torch.autocast`` region of ``device`` opened while it is active (one
-    process; ``torch.autocast.__enter__`` is wrapped for that time).
+    process; ``torch.autocast.__enter__`` is wrapped for that time). Under CUDA's rules on the
+    CPU, the step's regions and scalers made for ``"cuda"`` are made for the CPU
+    (:func:`cuda_on_cpu`).
 
     Raises:
         ValueError: an unknown ``policy`` or ``kernels`` value (on entry).
@@ -48,6 +95,8 @@ class OwnAutocast:
             stack.enter_context(autocast_policy.policy(self.policy))
             # the step picks the dtype: either emulation acts per op on bfloat16 and float16 alike
             stack.enter_context(emulate.cpu_kernels("cpu", torch.bfloat16, self.kernels, self.model))
+            if self.policy == "cuda":  # the CPU stands in for CUDA: the step's "cuda" regions are its own
+                stack.enter_context(cuda_on_cpu())
         cls = torch.amp.autocast_mode.autocast
         real, seen, device = cls.__enter__, self.dtypes, self.device
 

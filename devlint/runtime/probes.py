@@ -8,6 +8,7 @@ autograd graph: every node created while a module's forward ran is labelled with
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import math
 from dataclasses import dataclass, field
@@ -17,8 +18,9 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 from torch.utils.module_tracker import ModuleTracker
 
-from . import emulate
+from . import autocast_policy, emulate
 from .compare import DTYPES, rel_l2, round_trip, unit_roundoff
+from .own_autocast import cuda_on_cpu
 from .standin import Tracker, module_label
 from .step import TrainingStep, map_tensors, seed_host
 
@@ -149,7 +151,9 @@ def nonfinite_probe(step: TrainingStep, device: str, dtype: torch.dtype, seed: i
     """Replay the step under autocast ``dtype`` on ``device`` and find the first non-finite op.
 
     Forward first; if the loss is finite, backward of ``loss * scale`` (``scale`` is the
-    GradScaler scale, so gradient overflow shows where the scaled step overflowed). Outputs of
+    GradScaler scale, so gradient overflow shows where the scaled step overflowed). Regions
+    ``loss_fn`` opens for ``"cuda"`` are the CPU's, as in the runs
+    (:func:`devlint.runtime.own_autocast.cuda_on_cpu`). Outputs of
     ``empty``-family ops (uninitialised memory) are ignored. ``kernels`` as in
     :func:`devlint.runtime.emulate.cpu_kernels` (the probe sees the emulated GEMM's rounded
     output, so an overflow there is named as in the native kernel). Returns ``None`` when
@@ -167,8 +171,10 @@ def nonfinite_probe(step: TrainingStep, device: str, dtype: torch.dtype, seed: i
             return NonFinite("(input)", name, str(t.dtype).replace("torch.", ""), False, [], False)
     torch.manual_seed(seed)
     seed_host(seed)
+    own = cuda_on_cpu(scale / 2.0 ** 16) if device == "cpu" and autocast_policy.current() == "cuda" \
+        else contextlib.nullcontext()
     try:
-        with emulate.cpu_kernels(device, dtype, kernels, model), tracker, probe:
+        with emulate.cpu_kernels(device, dtype, kernels, model), tracker, probe, own:
             with torch.autocast(device_type=device, dtype=dtype, enabled=dtype != torch.float32):
                 loss = step.loss_fn(model, batch)
             if probe.first is None and loss.requires_grad:

@@ -19,6 +19,7 @@ from . import autocast_policy, emulate, probes, settle, standin, torch_modules
 from .buffers import measure_state, went_nonfinite
 from .compare import DTYPES, Delta, Errors, Rounding, measure, round_range, round_trip
 from .names import first_line, raising_function, raising_module
+from .own_autocast import cuda_on_cpu
 from .step import Parameters, TrainingStep, fixed_reseed, map_tensors, scalar_loss, seed_host
 from .workcopy import WorkingCopy, trim_heap
 
@@ -212,6 +213,9 @@ def run_once(step: TrainingStep, device: str, mode: str, seed: int, *, keep: boo
         rng_before = torch.get_rng_state()
         phase = "step"
         emu.enter_context(emulate.cpu_kernels(device, DTYPES[mode], kernels, model))
+        # the CPU stands in for CUDA: regions and scalers the step makes for "cuda" are the CPU's
+        own = (emu.enter_context(cuda_on_cpu(init_scale / INIT_SCALE))
+               if device == "cpu" and autocast_policy.current() == "cuda" else [])
         with torch.autocast(device_type=amp_device, dtype=DTYPES[mode], enabled=mode != "float32"):
             if step.step_fn is not None:
                 loss = scalar_loss(step.step_fn(model, batch, optimizer, scaler))
@@ -220,6 +224,12 @@ def run_once(step: TrainingStep, device: str, mode: str, seed: int, *, keep: boo
         raw.loss = float(loss.detach().float())
         if tracker is not None:
             tracker_parents = set(tracker.parents)
+        if step.step_fn is not None and not math.isfinite(raw.loss):
+            # the forward overflowed (in the step's own region, it may be): no scale helps, and
+            # gradients compared after it would be judged against a floor as non-finite
+            raw.nonfinite = True
+            raw.skipped_steps = 0 if any(s.is_enabled() for s in (scaler, *own)) else None
+            return raw
         if step.step_fn is None:
             if not math.isfinite(raw.loss):
                 raw.nonfinite = True
@@ -253,15 +263,18 @@ def run_once(step: TrainingStep, device: str, mode: str, seed: int, *, keep: boo
                     scheduler.step()
         hook.remove()
         raw.rng_used = not torch.equal(rng_before, torch.get_rng_state())
-        if step.step_fn is not None and _update_missing(scaler):
+        # the step's own scalers are judged in the float16 run (the one that settles the scale)
+        scalers = [scaler, *own] if mode == "float16" else [scaler]
+        if step.step_fn is not None and any(_update_missing(s) for s in scalers):
             raw.error_kind, raw.module = "scaler-update", "step_fn (the training step)"
             raw.error = ("the step calls scaler.step(optimizer) but never scaler.update(): the scale "
                          "never adapts, and the next step's scaler.unscale_ or scaler.step raises")
             return raw
         if scaler.is_enabled():
-            raw.scaler_used = scaler._scale is not None
-            raw.scale = init_scale
-            if raw.scaler_used and scaler.get_scale() < init_scale:
+            used = [s for s in scalers if s._scale is not None]
+            raw.scaler_used = bool(used)
+            raw.scale = init_scale if scaler in used or not used else used[0]._init_scale
+            if any(s.get_scale() < s._init_scale for s in used):
                 raw.skipped_steps = 1  # the caller bisects on the scale
                 return raw
         if not captured:
@@ -288,7 +301,7 @@ def run_once(step: TrainingStep, device: str, mode: str, seed: int, *, keep: boo
 
         optimizer.state.clear()  # its buffers are not compared: free them first
         state = _state(model, captured)
-        before = dict(_state(step.model, None))
+        before = {n: t.detach() for n, t in _state(step.model, None)}  # (no autograd in the comparisons)
         if keep:
             # copies: the working copy's buffers are overwritten by the next run (WorkingCopy)
             raw.state = {n: _elem(t).to("cpu", torch.float32 if t.is_floating_point() else None, copy=True)

@@ -1,0 +1,105 @@
+"""A fresh trial (fixtures/runtime/zoo_trial.py): small architectures no other zoo holds, each
+correct one passes, each planted bug is caught and named; and a step written for a GPU
+(``torch.autocast("cuda")``, ``torch.amp.GradScaler("cuda")`` made in the step) is run on the
+CPU as the GPU would run it, not in float32. CPU only, tiny models (~1 s each)."""
+
+import importlib.util
+import warnings
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from devlint.runtime import check_step  # noqa: E402
+
+_spec = importlib.util.spec_from_file_location(
+    "devlint_runtime_zoo_trial", Path(__file__).resolve().parents[1] / "fixtures" / "runtime" / "zoo_trial.py")
+zoo = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(zoo)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_thread():
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
+def _report(factory, **kw):
+    torch.manual_seed(0)
+    return check_step(factory(), devices=["cpu"], **kw)
+
+
+def _rows(report):
+    return {r.mode: r for r in report.runs if r.device == "cpu"}
+
+
+@pytest.mark.parametrize("factory", zoo.CORRECT, ids=lambda f: f.__name__)
+def test_correct_model_passes(factory):
+    r = _report(factory)
+    assert r.ok, str(r)
+    assert [_rows(r)[m].status for m in ("float32", "bfloat16", "float16")] == ["reference", "ok", "ok"]
+
+
+@pytest.mark.parametrize("factory", list(zoo.PLANTED), ids=lambda f: f.__name__)
+def test_planted_bug_is_caught_and_named(factory):
+    kind, module, words = zoo.PLANTED[factory]
+    r = _report(factory)
+    assert not r.ok
+    found = [f for f in r.errors if f.kind == kind]
+    assert found, str(r)
+    assert module is None or found[0].module == module, str(r)
+    assert any(words in " ".join(x or "" for x in (f.name, f.op, f.message)) for f in found), str(r)
+    assert "never called optimizer.step()" not in str(r)
+    if kind == "device-placement":  # only the planted problem: the numerics are fine
+        assert {f.kind for f in r.errors} == {"device-placement"}, str(r)
+
+
+def test_a_step_that_opens_cuda_autocast_runs_it_on_the_cpu_as_a_gpu_would():
+    # own_amp opens torch.autocast("cuda", float16) and makes GradScaler("cuda") itself: torch
+    # disables both without CUDA. The CPU runs stand in for CUDA, so the step's region is
+    # float16 in every low-precision row (the bfloat16 row computes what the float16 row does)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)  # "CUDA is not available ... Disabling"
+        r = _report(zoo.own_amp)
+    rows = _rows(r)
+    assert r.ok and rows["bfloat16"].loss == rows["float16"].loss != rows["float32"].loss, str(r)
+    assert rows["float16"].scale == 2.0 ** 16 and rows["float16"].skipped_steps == 0
+
+
+def test_the_steps_own_cuda_scaler_is_judged():
+    # its own scaler, never updated: only seen once GradScaler("cuda") is a working CPU scaler
+    r = _report(zoo.own_amp_missing_update)
+    assert [f.op for f in r.errors] == ["GradScaler.update"], str(r)
+    # under CPU autocast's rules (training on a CPU) a "cuda" region and scaler stay disabled
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        assert _report(zoo.own_amp_missing_update, autocast_policy="cpu").ok
+
+
+def test_a_float16_overflow_inside_a_cuda_region_is_caught_and_named():
+    # no float16 run of devlint's own: only the region the loss opens, torch.autocast("cuda"),
+    # is float16 (CUDA's default), in the runs and in the replay that names the op
+    step = zoo.gat_dot_fp16_overflow()
+    plain = step.loss_fn
+
+    def loss_in_own_region(model, batch):
+        with torch.autocast("cuda"):
+            return plain(model, batch)
+
+    step.loss_fn = loss_in_own_region
+    torch.manual_seed(0)
+    r = check_step(step, devices=["cpu"], modes=["float32", "bfloat16"])
+    assert [(f.kind, f.module, f.op) for f in r.errors] == [("non-finite", "l1 (GATLayer)", "aten.mul.Tensor")], str(r)
+
+
+def test_distributed_cpu_runs_follow_the_steps_cuda_region():
+    from devlint.runtime.distributed import check_distributed
+
+    torch.manual_seed(0)
+    report = check_distributed(zoo.own_amp(), 2, devices=["cpu"], fsdp=False)
+    rows = [r for r in report.runs if r.device == "cpu"]
+    assert report.ok, str(report)
+    assert rows and {(r.policy, r.kernels) for r in rows} == {("cuda", "native")}, str(report)
