@@ -103,3 +103,27 @@ def test_distributed_cpu_runs_follow_the_steps_cuda_region():
     rows = [r for r in report.runs if r.device == "cpu"]
     assert report.ok, str(report)
     assert rows and {(r.policy, r.kernels) for r in rows} == {("cuda", "native")}, str(report)
+
+
+def test_every_row_of_a_step_with_its_own_float16_region_names_the_overflow():
+    # the bfloat16 row ran the step's own float16 region too: its finding says so and names
+    # the op (replayed in float16), and the float16 one does not call bfloat16 unclean
+    step = zoo.gat_dot_fp16_overflow()
+    plain = step.loss_fn
+
+    def own(model, batch, optimizer, scaler):
+        mine = torch.amp.GradScaler("cuda")
+        with torch.autocast(device_type="cuda"):
+            loss = plain(model, batch)
+        mine.scale(loss).backward()
+        mine.step(optimizer)
+        mine.update()
+        return loss
+
+    step.step_fn = own
+    torch.manual_seed(0)
+    r = check_step(step, devices=["cpu"])
+    assert [(f.kind, f.mode, f.module, f.op) for f in r.errors] == [
+        ("non-finite", m, "l1 (GATLayer)", "aten.mul.Tensor") for m in ("bfloat16", "float16")], str(r)
+    assert "the step's own autocast region is float16" in r.errors[0].message
+    assert "bfloat16 is not clean" not in r.errors[1].message

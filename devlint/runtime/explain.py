@@ -107,6 +107,11 @@ def _op(nf) -> str:
 
 def nonfinite_finding(step, raw, runs: dict, seed: int) -> Finding:
     dtype = DTYPES[raw.mode]
+    other = sorted(set(getattr(raw, "regions", ())) - {raw.mode, "float32"})
+    inside = ""
+    if other:  # the step's own torch.autocast("cuda", ...) ran in another dtype: replay in that
+        dtype = DTYPES[other[0]]
+        inside = f" (the step's own autocast region is {other[0]}, as on a GPU)"
     try:
         nf = probes.nonfinite_probe(step, raw.device, dtype, seed, scale=raw.scale or 1.0,
                                     kernels=raw.kernels or "emulated")
@@ -119,21 +124,21 @@ def nonfinite_finding(step, raw, runs: dict, seed: int) -> Finding:
         o = runs.get((raw.device, "bfloat16"))
         if o is not None and o.error is None and not o.nonfinite and o.ok:
             clean = f"; bfloat16 runs clean on {raw.device} (same exponent range as float32)"
-        elif o is not None:
+        elif o is not None and not set(getattr(o, "regions", ())) - {"bfloat16", "float32"}:
             clean = f"; bfloat16 is not clean on {raw.device} either"
     what = "the loss is inf/NaN" if raw.error is None else raw.error
     if nf is None:
-        return Finding("non-finite", f"{what} in the {raw.mode} run ({why}){clean}",
+        return Finding("non-finite", f"{what} in the {raw.mode} run{inside} ({why}){clean}",
                        "find the overflowing op by running the step under torch.autograd.detect_anomaly",
                        device=raw.device, mode=raw.mode)
     ins = ", ".join(f"{d} {s} in [{lo:.3g}, {hi:.3g}]" for d, s, lo, hi in nf.inputs) or "no float inputs"
-    limit = f" ({raw.mode} max {torch.finfo(dtype).max:g})" if raw.mode != "float32" else ""
+    limit = f" ({str(dtype).removeprefix('torch.')} max {torch.finfo(dtype).max:g})" if dtype != torch.float32 else ""
     phase = "backward of " if nf.backward else ""
     if nf.inputs_finite:
-        msg = (f"{what} in the {raw.mode} run: the first op whose output is inf/NaN is {phase}{_op(nf)} in "
+        msg = (f"{what} in the {raw.mode} run{inside}: the first op whose output is inf/NaN is {phase}{_op(nf)} in "
                f"{nf.module}, output {nf.out_dtype}, inputs {ins}{limit}{clean}")
     else:
-        msg = (f"{what} in the {raw.mode} run: {nf.module} already holds inf/NaN before the step{clean}")
+        msg = (f"{what} in the {raw.mode} run{inside}: {nf.module} already holds inf/NaN before the step{clean}")
     fix = ("use dtype=torch.bfloat16 in autocast, scale values down before this op, or run it in "
            "float32 with torch.autocast(..., enabled=False)")
     if raw.mode == "float32":

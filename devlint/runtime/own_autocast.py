@@ -35,7 +35,7 @@ __all__ = ["OwnAutocast", "cuda_on_cpu"]
 
 
 @contextlib.contextmanager
-def cuda_on_cpu(scale: float = 1.0):
+def cuda_on_cpu(scale: float = 1.0, dtypes: set | None = None):
     """While the block runs, ``torch.autocast`` regions and ``torch.amp.GradScaler`` objects made
     for ``"cuda"`` (also by ``torch.cuda.amp``) are made for ``"cpu"``: a region keeps its
     dtype (float16, CUDA's default, when none is given), ``enabled`` and ``cache_enabled``; a
@@ -43,7 +43,8 @@ def cuda_on_cpu(scale: float = 1.0):
     scale against GradScaler's default, so a run that settles the scale settles the step's
     own scaler too). Objects made before the block (an ``@torch.autocast("cuda")`` decorator
     applied at import) keep CUDA's, disabled on a machine without it. Yields the list of the
-    enabled scalers made (CPU ``torch.amp.GradScaler``), in order."""
+    enabled scalers made (CPU ``torch.amp.GradScaler``), in order; ``dtypes``, if given,
+    collects the dtype (``"float16"``) of every enabled region made for ``"cuda"``."""
     region, scaler = torch.amp.autocast_mode.autocast, torch.amp.GradScaler
     real_region, real_scaler = region.__init__, scaler.__init__
     made: list = []
@@ -52,6 +53,8 @@ def cuda_on_cpu(scale: float = 1.0):
         if device_type == "cuda":
             device_type = "cpu"
             dtype = torch.float16 if dtype is None else dtype  # torch.get_autocast_dtype("cuda")'s default
+            if dtypes is not None and enabled:
+                dtypes.add(str(dtype).removeprefix("torch."))
         real_region(self, device_type, dtype=dtype, enabled=enabled, cache_enabled=cache_enabled)
 
     def scaler_init(self, device="cuda", init_scale=2.0 ** 16, *args, **kwargs):

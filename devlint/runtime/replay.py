@@ -80,6 +80,7 @@ class Raw:
     rng_used: bool = False
     kernels: str | None = None  # CPU low-precision runs: "emulated" or "native"
     policy: str | None = None  # low-precision runs: whose autocast rules ("cuda", "cpu", "mps")
+    regions: set = field(default_factory=set)  # dtypes of the step's own "cuda" regions (CPU runs)
     mixes: list = field(default_factory=list)
     unmoved: dict = field(default_factory=dict)
     state: dict = field(default_factory=dict)  # references: buffers the step changed (CPU)
@@ -214,7 +215,7 @@ def run_once(step: TrainingStep, device: str, mode: str, seed: int, *, keep: boo
         phase = "step"
         emu.enter_context(emulate.cpu_kernels(device, DTYPES[mode], kernels, model))
         # the CPU stands in for CUDA: regions and scalers the step makes for "cuda" are the CPU's
-        own = (emu.enter_context(cuda_on_cpu(init_scale / INIT_SCALE))
+        own = (emu.enter_context(cuda_on_cpu(init_scale / INIT_SCALE, raw.regions))
                if device == "cpu" and autocast_policy.current() == "cuda" else [])
         with torch.autocast(device_type=amp_device, dtype=DTYPES[mode], enabled=mode != "float32"):
             if step.step_fn is not None:
