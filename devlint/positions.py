@@ -135,8 +135,11 @@ def reported_ranges(module: cst.Module, text: str, wanted: dict[int, list], tree
     found: dict = {}
     missing: list = []
     deep = memo is not None and pieces is None and "\r" not in text
+    by_text = _TextSearch(text, module, starts if pieces is None else pieces) if "\r" not in text else None
     for index, nodes in wanted.items():
         if deep and place_inside(module, index, starts[index], nodes, found, memo, walk.children):
+            continue
+        if by_text is not None and by_text.place(index, starts[index], nodes, found):
             continue
         _place(module, index, starts[index], nodes, found, missing, memo)
     if missing:  # reported with another statement's index (a fix that edits an import too)
@@ -180,6 +183,97 @@ def _place(module: cst.Module, index: int, start: int, nodes: list, found: dict,
             missing.append(node)
             continue
         found[node] = as_range(span, shift)
+
+
+#: The most characters of text :class:`_TextSearch` scans for one statement's names.
+_SEARCHED = 400
+
+
+class _TextSearch:
+    """Positions of unparenthesized ``Name`` nodes from the text alone, with no rendering.
+
+    A ``Name``'s range is its value (libcst records nothing else for it). The text from a
+    top-level statement's anchor line to the line before the next statement's anchor holds
+    the whole statement (no two top-level statements share a line) and maybe comments; where
+    each reported name's value occurs exactly once in that text, that occurrence is the node.
+    The nodes must be below the statement (checked by a walk of its children, which stops
+    once all are seen; a node reported with another statement's index goes to the
+    renderer). Only for a text without ``\\r`` (lines end at ``\\n``) and statements of at
+    most :data:`_SEARCHED` characters, so the work per finding is bounded."""
+
+    def __init__(self, text: str, module: cst.Module, starts) -> None:
+        self.text, self.module, self.starts = text, module, starts
+        self.offsets: list[int] | None = None
+
+    def _line_offset(self, line: int) -> int:
+        """Offset in the text of the start of 1-based ``line`` (past the last line: the text's length)."""
+        if self.offsets is None:
+            self.offsets = _newline_offsets(self.text)
+        return self.offsets[line - 1] if line <= len(self.offsets) else len(self.text)
+
+    def _next_start(self, index: int) -> int | None:
+        """The anchor line of the statement after ``module.body[index]`` (past the last line for the last)."""
+        if index + 1 >= len(self.module.body):
+            self._line_offset(1)
+            return len(self.offsets) + 1
+        starts = self.starts
+        return starts[index + 1] if isinstance(starts, list) else starts.start(self.module, index + 1)
+
+    def place(self, index: int, start: int, nodes: list, found: dict) -> bool:
+        """Put the ranges of ``nodes`` (reported in ``module.body[index]``, anchored on line
+        ``start``) in ``found`` and return True; False, placing nothing, when one is no plain
+        ``Name`` of this statement or its value is not unique in the statement's text."""
+        name = cst.Name
+        for node in nodes:
+            if node.__class__ is not name or node.lpar:
+                return False
+        after = self._next_start(index)
+        if after is None or after <= start:
+            return False
+        begin, end = self._line_offset(start), self._line_offset(after)
+        if end - begin > _SEARCHED:
+            return False
+        text = self.text
+        placed = []
+        for node in nodes:
+            value = node.value
+            at = text.find(value, begin, end)
+            if at < 0 or text.find(value, at + 1, end) >= 0:
+                return False
+            placed.append(at)
+        if not _holds(self.module.body[index], nodes):
+            return False
+        for node, at in zip(nodes, placed):
+            line_begin = text.rfind("\n", begin, at) + 1 or begin
+            line = start + text.count("\n", begin, at)
+            column = at - line_begin
+            found[node] = CodeRange(CodePosition(line, column), CodePosition(line, column + len(node.value)))
+        return True
+
+
+def _newline_offsets(text: str) -> list[int]:
+    """Offset of the first character of each line of a text whose lines end at ``\\n``."""
+    offsets = [0]
+    at = text.find("\n")
+    while at >= 0:
+        offsets.append(at + 1)
+        at = text.find("\n", at + 1)
+    return offsets
+
+
+def _holds(statement, nodes: list) -> bool:
+    """Are all ``nodes`` below ``statement`` (as the walk enters it)?"""
+    left = {id(node) for node in nodes}
+    stack = [statement]
+    children = walk.children
+    while stack:
+        node = stack.pop()
+        if id(node) in left:
+            left.discard(id(node))
+            if not left:
+                return True
+        stack.extend(children(node))
+    return False
 
 
 def _locate(module: cst.Module, ids: set[int]) -> dict[int, int]:

@@ -26,3 +26,52 @@ def test_same_ranges_as_position_provider(text):
         assert got == {id(n): (r.start.line, r.start.column, r.end.line, r.end.column)
                        for n, r in expected.items() if n is not single}
         assert as_range(got[id(statement)]) == expected[statement]
+
+
+def _names(node):
+    stack, found = [node], []
+    while stack:
+        item = stack.pop()
+        if isinstance(item, cst.Name):
+            found.append(item)
+        stack.extend(item.children)
+    return found
+
+
+@pytest.mark.parametrize("text", [*ODD[1:], "x1 = y.cuda()\nz = 1  # x1\nw = (w2).cuda()\n@d\ndef f(a):\n    return a\n",
+                                  *(f.read_text() for f in FILES[:40])], ids=lambda t: str(len(t)))
+def test_names_placed_from_the_text_as_position_provider(text):
+    """Each name reported alone (the text search's case, or the renderer's where its value
+    is not unique) gets PositionProvider's range; a text search that went wrong shows here."""
+    import ast
+
+    from devlint import parsing
+    from devlint.positions import reported_ranges
+
+    module = cst.parse_module(text)
+    expected = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+    tops = parsing.top_starts(ast.parse(text))
+    checked = 0
+    for index, statement in enumerate(module.body):
+        for name in _names(statement):
+            got = reported_ranges(module, text, {index: [name]}, tops)
+            assert got[name] == expected[name], (index, name.value)
+            checked += 1
+    assert checked or not module.body
+
+
+def test_a_name_reported_with_another_statements_index_is_found_where_it_is():
+    text = "a = cuda\nb = cuda + 1\n"
+    module = cst.parse_module(text)
+    first = module.body[0].body[0].value
+    got = reported_ranges_of(module, text, {1: [first]})
+    assert (got[first].start.line, got[first].start.column) == (1, 4)
+
+
+def reported_ranges_of(module, text, wanted):
+    import ast
+
+    from devlint import parsing
+    from devlint.positions import reported_ranges
+
+    return reported_ranges(module, text, wanted, parsing.top_starts(ast.parse(text)))
