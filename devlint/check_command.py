@@ -314,7 +314,7 @@ def check_once(run: Run) -> int:
     for f in findings:
         if f.path not in shown:
             shown[f.path] = display_path(f.path)
-    findings = sorted((f if shown[f.path] == f.path else replace(f, path=shown[f.path]) for f in findings),
+    findings = sorted((f if shown[f.path] == f.path else f.with_path(shown[f.path]) for f in findings),
                       key=lambda f: (f.path, f.cell or 0, f.line, f.column, f.code))
     rules = [rules_ran[c] for c in sorted(rules_ran)]
     color = use_color() and not args.output_file and run.format in ("full", "concise")

@@ -262,17 +262,32 @@ def _newline_offsets(text: str) -> list[int]:
 
 
 def _holds(statement, nodes: list) -> bool:
-    """Are all ``nodes`` below ``statement`` (as the walk enters it)?"""
+    """Are all ``nodes`` below ``statement``? The fields the walk enters (decorators
+    included, see :func:`devlint.walk.children`) are entered, every node in them (a superset
+    of what the walk enters, so a reported node is never missed), without a generator per
+    node."""
     left = {id(node) for node in nodes}
     stack = [statement]
-    children = walk.children
+    pop, push = stack.pop, stack.append
+    node_type, fields, named = cst.CSTNode, walk._FIELDS, walk._fields
     while stack:
-        node = stack.pop()
+        node = pop()
         if id(node) in left:
             left.discard(id(node))
             if not left:
                 return True
-        stack.extend(children(node))
+        kind = node.__class__
+        if kind is cst.FunctionDef or kind is cst.ClassDef:
+            stack.extend(node.decorators)
+        for name in fields.get(kind) or named(kind):
+            value = getattr(node, name)
+            cls = value.__class__
+            if cls is tuple or cls is list:
+                for item in value:
+                    if isinstance(item, node_type):
+                        push(item)
+            elif isinstance(value, node_type):
+                push(value)
     return False
 
 
