@@ -1,4 +1,4 @@
-"""A fresh trial (fixtures/runtime/zoo_trial.py): small architectures no other zoo holds, each
+"""A fresh trial (fixtures/runtime/zoo_trial.py, zoo_trial2.py): small architectures no other zoo holds, each
 correct one passes, each planted bug is caught and named; and a step written for a GPU
 (``torch.autocast("cuda")``, ``torch.amp.GradScaler("cuda")`` made in the step) is run on the
 CPU as the GPU would run it, not in float32. CPU only, tiny models (~1 s each)."""
@@ -13,10 +13,19 @@ torch = pytest.importorskip("torch")
 
 from devlint.runtime import check_step  # noqa: E402
 
-_spec = importlib.util.spec_from_file_location(
-    "devlint_runtime_zoo_trial", Path(__file__).resolve().parents[1] / "fixtures" / "runtime" / "zoo_trial.py")
-zoo = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(zoo)
+
+
+def _load(name):
+    spec = importlib.util.spec_from_file_location(
+        f"devlint_runtime_{name}", Path(__file__).resolve().parents[1] / "fixtures" / "runtime" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+zoo, zoo2 = _load("zoo_trial"), _load("zoo_trial2")
+CORRECT = zoo.CORRECT + zoo2.CORRECT
+PLANTED = {**zoo.PLANTED, **zoo2.PLANTED}
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -36,16 +45,20 @@ def _rows(report):
     return {r.mode: r for r in report.runs if r.device == "cpu"}
 
 
-@pytest.mark.parametrize("factory", zoo.CORRECT, ids=lambda f: f.__name__)
+def test_the_trial_is_large_enough():
+    assert len(CORRECT) >= 20 and len(PLANTED) >= 10
+
+
+@pytest.mark.parametrize("factory", CORRECT, ids=lambda f: f.__name__)
 def test_correct_model_passes(factory):
     r = _report(factory)
     assert r.ok, str(r)
     assert [_rows(r)[m].status for m in ("float32", "bfloat16", "float16")] == ["reference", "ok", "ok"]
 
 
-@pytest.mark.parametrize("factory", list(zoo.PLANTED), ids=lambda f: f.__name__)
+@pytest.mark.parametrize("factory", list(PLANTED), ids=lambda f: f.__name__)
 def test_planted_bug_is_caught_and_named(factory):
-    kind, module, words = zoo.PLANTED[factory]
+    kind, module, words = PLANTED[factory]
     r = _report(factory)
     assert not r.ok
     found = [f for f in r.errors if f.kind == kind]

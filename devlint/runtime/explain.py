@@ -102,7 +102,9 @@ def master_weights(step) -> Finding | None:
 
 def _op(nf) -> str:
     """The op of a :class:`probes.NonFinite`, said to be in place when it overwrote its input."""
-    return f"{nf.op} (in place: it overwrites its input)" if nf.in_place else nf.op
+    op = f"{nf.op} (in place: it overwrites its input)" if nf.in_place else nf.op
+    function = getattr(nf, "function", None)
+    return f"{op} inside {function} (a custom torch.autograd.Function)" if function else op
 
 
 def nonfinite_finding(step, raw, runs: dict, seed: int) -> Finding:
@@ -300,9 +302,22 @@ CAUSE_FIRST = {"master-weights": 0, "device-placement": 1, "step-error": 1, "und
                "non-finite": 3, "mismatch": 4}
 
 
-def cause_first(findings: list[Finding]) -> list[Finding]:
+#: Where code outside the model ran, as the runs name it, and as a step with a ``step_fn``
+#: runs it: devlint's runs call the ``step_fn`` instead of ``loss_fn``.
+_OUTSIDE = "loss_fn (outside the model)"
+_STEP_FN = "step_fn (the training step)"
+
+
+def cause_first(findings: list[Finding], step=None) -> list[Finding]:
     """``findings`` ordered by :data:`CAUSE_FIRST` (other kinds last), the order found kept
-    within a kind."""
+    within a kind. With ``step`` (the :class:`TrainingStep`) given and a ``step_fn`` in it,
+    placement and step-error findings of code outside the model name the ``step_fn``, which
+    the runs ran (the non-finite replay runs ``loss_fn`` and keeps its name)."""
+    if step is not None and step.step_fn is not None:
+        for f in findings:
+            if f.module == _OUTSIDE and f.kind in ("device-placement", "step-error"):
+                f.module = _STEP_FN
+                f.message = f.message.replace(f"in {_OUTSIDE}", f"in {_STEP_FN}")
     return sorted(findings, key=lambda f: CAUSE_FIRST.get(f.kind, len(CAUSE_FIRST)))
 
 

@@ -10,7 +10,7 @@ import re
 
 import torch
 
-__all__ = ["first_line", "module_of", "raising_module", "raising_function"]
+__all__ = ["first_line", "module_of", "raising_module", "raising_function", "running_function"]
 
 
 def first_line(exc: BaseException) -> str:
@@ -49,6 +49,27 @@ def raising_module(model: torch.nn.Module, exc: BaseException) -> str | None:
         return None
     path = names[id(found)]
     return f"{path} ({type(found).__name__})" if path else f"{type(model).__name__} (the model itself)"
+
+
+def _function_of(frame) -> tuple[str, str] | None:
+    """``(Function qualname, method)`` when ``frame`` runs a method of a custom
+    ``torch.autograd.Function`` (its ``ctx`` argument is the autograd node, whose
+    ``_forward_cls`` is the Function)."""
+    cls = getattr(frame.f_locals.get("ctx"), "_forward_cls", None)
+    if isinstance(cls, type) and issubclass(cls, torch.autograd.Function):
+        return cls.__qualname__, frame.f_code.co_name
+    return None
+
+
+def running_function(frame) -> str | None:
+    """``"Cube.forward"``: the innermost custom ``torch.autograd.Function`` method running at
+    ``frame`` or a frame that called it (``sys._getframe()`` inside an op), else None."""
+    while frame is not None:
+        found = _function_of(frame)
+        if found is not None:
+            return ".".join(found)
+        frame = frame.f_back
+    return None
 
 
 def raising_function(exc: BaseException) -> tuple[str, str] | None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import math
+import sys
 from dataclasses import dataclass, field
 
 import torch
@@ -20,6 +21,7 @@ from torch.utils.module_tracker import ModuleTracker
 
 from . import autocast_policy, emulate
 from .compare import DTYPES, rel_l2, round_trip, unit_roundoff
+from .names import running_function
 from .own_autocast import cuda_on_cpu
 from .standin import Tracker, module_label
 from .step import TrainingStep, map_tensors, seed_host
@@ -79,7 +81,8 @@ class NonFinite:
     ``inputs_finite`` is False when the op already received inf/NaN (from the batch or a
     parameter), so no op created them. ``module`` is the module running it (in backward: the
     module whose forward created the autograd node). ``in_place``: the op overwrote one of its
-    inputs (``h.mul_(1e5)``); ``inputs`` are read before it ran.
+    inputs (``h.mul_(1e5)``); ``inputs`` are read before it ran. ``function``: the custom
+    ``torch.autograd.Function`` method it ran in (``"Cube.forward"``), if any.
     """
 
     op: str
@@ -89,6 +92,7 @@ class NonFinite:
     inputs: list[tuple[str, list[int], float, float]] = field(default_factory=list)
     inputs_finite: bool = True
     in_place: bool = False
+    function: str | None = None  # the custom autograd Function method running it ("Cube.forward")
 
 
 class _NonFiniteProbe(TorchDispatchMode):
@@ -129,7 +133,8 @@ class _NonFiniteProbe(TorchDispatchMode):
         module = (self.labels.current() if self.in_backward else None) or \
             module_label(self.model, self.tracker.parents)
         self.first = NonFinite(str(func), module, str(bad[0].dtype).replace("torch.", ""),
-                               self.in_backward, ranges, True, func._schema.is_mutable)
+                               self.in_backward, ranges, True, func._schema.is_mutable,
+                               running_function(sys._getframe()))
 
 
 def _ranges(args, kwargs) -> list | None:

@@ -147,7 +147,7 @@ def _check(step, devices, modes, tolerances, seed, extra_warnings=(), world_size
         report.findings += dist.findings
         report.notes += dist.notes
     report.findings.extend(deprecations([*extra_warnings, *dist_caught, *caught]))
-    report.findings = cause_first(report.findings)
+    report.findings = cause_first(report.findings, step)
     for w in caught:
         if not issubclass(w.category, (DeprecationWarning, FutureWarning)):
             warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
@@ -264,6 +264,12 @@ def _row(step, raw: Raw, ref: Raw, tol: Tolerances, seed: int, cross: bool, repo
             report.findings.append(Finding(
                 "step-error", f"{raw.error} on {raw.device} {raw.mode}", "raise an exception instead "
                 "of exiting", module=raw.module, device=raw.device, mode=raw.mode, details={"exit": True}))
+        elif raw.error.startswith(autocast_policy.BannedUnderAutocast.__name__):
+            report.findings.append(Finding(
+                "step-error", f"the step raised {raw.error} on {raw.device} {raw.mode}",
+                "compute the loss from logits with F.binary_cross_entropy_with_logits "
+                "(nn.BCEWithLogitsLoss), not sigmoid then binary_cross_entropy",
+                module=raw.module, op="aten.binary_cross_entropy", device=raw.device, mode=raw.mode))
         elif raw.mode != "float32" and _DTYPE_ERR.search(raw.error):
             report.findings.append(Finding(
                 "step-error", f"the step raised {raw.error} on {raw.device} {raw.mode}: an op met "
