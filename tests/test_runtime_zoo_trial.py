@@ -80,6 +80,9 @@ def test_a_step_that_opens_cuda_autocast_runs_it_on_the_cpu_as_a_gpu_would():
     rows = _rows(r)
     assert r.ok and rows["bfloat16"].loss == rows["float16"].loss != rows["float32"].loss, str(r)
     assert rows["float16"].scale == 2.0 ** 16 and rows["float16"].skipped_steps == 0
+    assert [n for n in r.notes if "own torch.autocast('cuda') region" in n] == [
+        "cpu bfloat16: the step opens its own torch.autocast('cuda') region in float16, which this run "
+        "follows there, as a GPU would"]
 
 
 def test_the_steps_own_cuda_scaler_is_judged():
@@ -140,3 +143,14 @@ def test_every_row_of_a_step_with_its_own_float16_region_names_the_overflow():
         ("non-finite", m, "l1 (GATLayer)", "aten.mul.Tensor") for m in ("bfloat16", "float16")], str(r)
     assert "the step's own autocast region is float16" in r.errors[0].message
     assert "bfloat16 is not clean" not in r.errors[1].message
+
+
+def test_a_compiled_model_is_checked_as_its_eager_module():
+    # every run would recompile it (minutes); the check compares casting and placement
+    step = zoo.accumulate_clip()
+    step.model = torch.compile(step.model)
+    step.name = type(step.model).__name__
+    torch.manual_seed(0)
+    r = check_step(step, devices=["cpu"])
+    assert r.ok and r.step == "Tabular", str(r)
+    assert any("torch.compile'd: checked as the module it wraps (Tabular" in n for n in r.notes), r.notes

@@ -107,6 +107,17 @@ def _op(nf) -> str:
     return f"{op} inside {function} (a custom torch.autograd.Function)" if function else op
 
 
+def region_note(raw) -> str | None:
+    """A note for a run whose step opened its own ``torch.autocast("cuda", ...)`` region of
+    another dtype than the run's mode (made the CPU's, :func:`own_autocast.cuda_on_cpu`), so
+    the row says what it computed there; None otherwise."""
+    other = sorted(set(getattr(raw, "regions", ())) - {raw.mode, "float32"})
+    if not other or raw.mode == "float32":
+        return None
+    return (f"{raw.device} {raw.mode}: the step opens its own torch.autocast('cuda') region in "
+            f"{' and '.join(other)}, which this run follows there, as a GPU would")
+
+
 def nonfinite_finding(step, raw, runs: dict, seed: int) -> Finding:
     dtype = DTYPES[raw.mode]
     other = sorted(set(getattr(raw, "regions", ())) - {raw.mode, "float32"})

@@ -24,10 +24,10 @@ from .buffers import judge_state
 from .compare import Rounding, Tolerances, Verdict, judge, needs_floor, resolve_tolerances
 from .devices import unavailable as _available
 from .explain import (cause_first, deprecations, master_weights, mismatch_finding, nonfinite_finding,
-                      placement_findings, state_findings, underflow_finding)
+                      placement_findings, region_note, state_findings, underflow_finding)
 from .replay import INIT_SCALE, MAX_HALVINGS, Raw, every_scale_skipped, run_once
 from .report import Finding, Report, Run
-from .step import TrainingStep, fixed_reseed, host_rng_kept
+from .step import TrainingStep, eager, fixed_reseed, host_rng_kept
 from .workcopy import WorkingCopy
 
 __all__ = ["check_step", "MODES", "DEVICES", "MAX_HALVINGS", "INIT_SCALE"]
@@ -125,6 +125,7 @@ def _check(step, devices, modes, tolerances, seed, extra_warnings=(), world_size
     for d in devices:
         if d not in DEVICES:
             raise ValueError(f"unknown device {d!r}; use one of {', '.join(DEVICES)}")
+    step, compiled = eager(step)
     cpu_kernels = emulate.resolve(cpu_kernels, step.model, policy)
     tols = resolve_tolerances(tolerances)
     dist, dist_caught = None, []
@@ -135,6 +136,7 @@ def _check(step, devices, modes, tolerances, seed, extra_warnings=(), world_size
         if dist is None:  # a torchrun rank other than 0: rank 0 reports
             return None
     report = Report(step.name, seed, torch.__version__, cpu_kernels=cpu_kernels, autocast_policy=policy)
+    report.notes += [compiled] if compiled else []
     lowp = policy if set(modes) - {"float32"} else "cpu"  # no autocast run: nothing to register
     cuda = list(range(torch.cuda.device_count())) if torch.cuda.is_available() else []
     with torch.random.fork_rng(devices=cuda), host_rng_kept(), fixed_reseed(), \
@@ -233,6 +235,8 @@ def _row(step, raw: Raw, ref: Raw, tol: Tolerances, seed: int, cross: bool, repo
          runs: dict, bench=None) -> Run:
     run = Run(raw.device, raw.mode, "ok", loss=raw.loss, skipped_steps=raw.skipped_steps,
               scale=raw.scale, error=raw.error, kernels=raw.kernels, policy=raw.policy)
+    if region_note(raw):
+        report.notes.append(region_note(raw))
     if raw.error_kind == "unsupported":
         run.status = "unsupported"
         report.notes.append(f"{raw.device} {raw.mode} not checked: an op has no {raw.mode} kernel on "

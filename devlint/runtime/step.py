@@ -12,7 +12,7 @@ from typing import Any
 import torch
 
 __all__ = ["TrainingStep", "Parameters", "map_tensors", "seed_host", "host_rng_kept", "fixed_reseed",
-           "scalar_loss"]
+           "scalar_loss", "eager"]
 
 #: The seed of the current run and how many times the step called ``torch.seed()`` in it.
 _RESEED = [0, 0]
@@ -214,3 +214,20 @@ def scalar_loss(loss, who: str = "the step") -> torch.Tensor:
         raise TypeError(f"{who} returned a {loss.dtype} tensor of shape {list(loss.shape)}; "
                         "return a scalar floating-point loss")
     return loss.reshape(())
+
+
+def eager(step: TrainingStep) -> tuple[TrainingStep, str | None]:
+    """``step`` with a model made by ``torch.compile`` (``OptimizedModule``) replaced by the module
+    it wraps (``_orig_mod``, the same parameters), and a note that says so; ``(step, None)``
+    otherwise. Every run of the check would compile the model again (new dtypes, the stand-in's
+    tensors: minutes for a small MLP), and what the check compares, casting and placement, is
+    the eager module's; the compiled kernels' own rounding is not compared."""
+    orig = getattr(step.model, "_orig_mod", None)
+    if not isinstance(orig, torch.nn.Module) or type(step.model).__name__ != "OptimizedModule":
+        return step, None
+    import dataclasses
+
+    name = type(orig).__name__ if step.name == type(step.model).__name__ else step.name
+    return dataclasses.replace(step, model=orig, name=name), (
+        f"the model is torch.compile'd: checked as the module it wraps ({type(orig).__name__}, "
+        "model._orig_mod), eagerly; the compiled kernels' own rounding is not compared")
