@@ -47,7 +47,7 @@ from .flow_kinds import (  # noqa: F401  (MIXB re-exported: the rules import the
     _LOCAL_KINDS, CPU, CPUB, CPUDEV, DEV, DEVB, ENUM, INP, LOADER, MIXB, MODEL, PARAM, PB, PITEM, TENSORS, ZIP, V,
 )
 from .flow_tables import (
-    _DEFAULT_DEVICE, _MODEL_CALLEE, _MODULE_NAME, _NAME_MOVE, _NOT_COMPUTING, _PASSTHROUGH_ITER, _SCALAR_ANNOTATIONS,
+    _DEFAULT_DEVICE, _DEVICE_NAME, _MODEL_CALLEE, _MODULE_NAME, _NAME_MOVE, _NOT_COMPUTING, _PASSTHROUGH_ITER, _SCALAR_ANNOTATIONS,
     _TEXT_ITEMS,
 )
 from .flow_tables import DTYPES, FACTORIES, LEGACY_CONSTRUCTORS, _JOINS, _MODEL_METHODS  # noqa: F401  (re-exported)
@@ -314,7 +314,8 @@ class DeviceFlow(Analysis, PartialBatches, BranchJoins, ExpressionKinds, ModelCa
             elif name in BATCH_PARAMS and not frame.forward and name != self_name:
                 # def train_step(model, batch, device): one batch, its items one group
                 frame.vars[name] = V(PB, group=id(param), param=(fname, name) if plain else None)
-            elif not frame.forward and name != self_name and not _MODEL_CALLEE.search(name) and _may_be_item(param) and name not in options:
+            elif (not frame.forward and name != self_name and not _MODEL_CALLEE.search(name) and not _DEVICE_NAME.search(name)
+                  and _may_be_item(param) and name not in options):  # (a device handed in is no item of the batch)
                 frame.params.add(name)
                 if not plain:  # def encode_batch(self, wavs, lens): items of the batch handed in
                     frame.vars[name] = V(PITEM, group=id(node))
@@ -424,7 +425,7 @@ class DeviceFlow(Analysis, PartialBatches, BranchJoins, ExpressionKinds, ModelCa
             a.keyword is not None and a.keyword.value == "device")), None)
         if target is None or self.is_dtype(target) or self.is_cpu_device(target):
             return False
-        return not _aligned(call, self.frame.self_name)
+        return not _aligned(call, self.frame.self_name, self.frame.params)
 
     def visit_Match(self, node: cst.Match) -> None:
         self._subjects.append(self.value(node.subject))

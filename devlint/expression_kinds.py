@@ -15,20 +15,25 @@ import libcst as cst
 from .batches import BATCH_CALL
 from .flow_kinds import CPU, CPUB, CPUDEV, DEV, DEVB, ENUM, FED, INP, LOADER, LOADERS, MODEL, PARAM, PB, PITEM, TENSORS, ZIP, V
 from .flow_tables import (
-    _JOINS, _KEEPING_WRAPPERS, _MODEL_CALLEE, _MODEL_METHODS, _READOUTS, _SCATTERS, _SELF_METHODS, _TENSOR_META,
+    _CONFIG_NAME, _DEVICE_NAME, _JOINS, _KEEPING_WRAPPERS, _MODEL_CALLEE, _MODEL_METHODS, _READOUTS, _SCATTERS, _SELF_METHODS, _TENSOR_META,
     _TENSOR_OPS, _VIEWS, DTYPES, FACTORIES, LEGACY_CONSTRUCTORS,
 )
 from .guards import string_value
 from .names import dotted
 
 
-def _aligned(call: cst.Call, self_name: str | None) -> bool:
+def _aligned(call: cst.Call, self_name: str | None, params: set[str] | frozenset = frozenset()) -> bool:
     """``x.to(y.device)``: a move onto the device of another value (not ``self.device``, not
-    ``model.device``, which name where the model is)."""
+    ``model.device``, which name where the model is); also ``x.to(y)`` with ``y`` one of
+    ``params`` (another parameter of the step function, not named like a device): ``x`` takes
+    ``y``'s device and dtype, so ``y`` is where the author wants the data, not left behind."""
     first = next((a.value for a in call.args if a.keyword is None or a.keyword.value == "device"), None)
+    if first.__class__ is cst.Name and first.value in params:
+        return not _DEVICE_NAME.search(first.value) and not _MODEL_CALLEE.search(first.value)
     if first.__class__ is not cst.Attribute or first.attr.value != "device" or first.value.__class__ is not cst.Name:
         return False
-    return first.value.value != self_name and not _MODEL_CALLEE.search(first.value.value)
+    name = first.value.value
+    return name != self_name and not _MODEL_CALLEE.search(name) and not _CONFIG_NAME.match(name)
 
 
 def _empty_size(call: cst.Call) -> bool:
@@ -261,8 +266,8 @@ class ExpressionKinds:
         name = self.ctx.resolve(expr) or ""
         if name.startswith("torch.") and name[6:] in DTYPES:
             return True
-        text = dotted(expr) or ""
-        return text.endswith("dtype")
+        text = (dotted(expr) or "").rsplit(".", 1)[-1].lower()
+        return text.endswith("dtype") or "dtype" in text.split("_")  # work_dtype, dtype_original
 
     def _placed(self, call: cst.Call, base: V | None, env) -> V | None:
         """The kind after ``.to(...)``, ``.cuda()`` or ``.cpu()`` of a ``base``."""
@@ -296,7 +301,9 @@ class ExpressionKinds:
             return V(CPUB, explicit=True) if batch else V(CPU, explicit=True)  # DEV103 reports a .cpu()
         if module:
             return V(DEV, module=True, loss=bool(base and base.loss))
-        if group is not None and env is None:
+        if group is not None and _aligned(call, self.frame.self_name, self.frame.params):
+            group = None  # x.to(y.device) says where y is, not that x's batch came unmoved
+        elif group is not None and env is None:
             self.frame.moved_groups.add(group)  # model(x.to(d)): the batch is partly moved
         return V(DEVB, group=group) if batch else V(DEV, group=group)
 
@@ -375,7 +382,7 @@ class ExpressionKinds:
                 if env is None and receiver.__class__ is cst.Name and receiver.value in frame.params and (
                         base is None or base.kind in (PARAM, PITEM)):
                     # a parameter of a step function moved: the others came in as items of its batch
-                    if _aligned(call, frame.self_name):
+                    if _aligned(call, frame.self_name, frame.params):
                         return V(DEV)  # x.to(y.device): says where y is, not that y stayed behind
                     placed = self._placed(call, V(PITEM, group=id(frame.node)), env)
                     if placed is not None and placed.kind == DEV:

@@ -47,6 +47,10 @@ LEGACY_CONSTRUCTORS = frozenset(
 )
 _JOINS = frozenset({"stack", "cat", "concat", "concatenate", "vstack", "hstack", "dstack"})
 #: callee names that say "a model" (for a parameter or an attribute the linter cannot see)
+#: names that say "a device" (``device``, ``dev``, ``gpu_id``, ``local_rank``), never a tensor of a batch
+_DEVICE_NAME = re.compile(r"device|(^|_)(dev|gpu|gpus|cuda|rank|accelerator)(_|$)", re.I)
+#: names of a run's configuration, whose ``.device`` is the chosen device, not where a value lies
+_CONFIG_NAME = re.compile(r"(args|arg|cfg|config|conf|opt|opts|options|hparams|hp|params|settings|trainer|accelerator|fabric|env|ctx)$", re.I)
 _MODEL_CALLEE = re.compile(
     r"(^|_)(model|models|net|network|module|mods|encoder|decoder|backbone|classifier|generator|discriminator|"
     r"transformer|unet|student|teacher|policy|critic|actor|detector|segmenter|autoencoder|vae|gan)s?$",
