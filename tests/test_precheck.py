@@ -273,3 +273,28 @@ def test_new_predicates_spare_plain_model_files():
     moved = text + "\nmodel = Block(4).to('cuda')\nout = model(torch.randn(2, 3, 4))\n"
     kept, _ = precheck.candidates(moved, triggered(moved, enabled_rules()))
     assert "DEV111" in {r.code for r in kept}
+
+
+def test_dev114_predicate_follows_the_filled_attribute():
+    """An empty list on ``self`` makes a DEV114 candidate only where that same attribute is
+    filled with a module: a local list of blocks beside ``self.feature_info = []`` (timm's
+    model files) is not, ``self.blocks.append(Block())`` and ``self.blocks[k] = Block()`` are."""
+    head = (
+        "import torch.nn as nn\n\n"
+        "class Net(nn.Module):\n"
+        "    def __init__(self):\n"
+        "        super().__init__()\n"
+        "        self.feature_info = []\n"
+        "        self.blocks = []\n"
+        "        stages = []\n"
+    )
+    tail = "        self.out = nn.Sequential(*stages)\n"
+
+    def codes(line):
+        text = head + line + tail
+        return {r.code for r in precheck.candidates(text, triggered(text, enabled_rules()))[0]}
+
+    assert "DEV114" not in codes("        stages.append(nn.Linear(2, 2))\n")
+    assert "DEV114" not in codes("        self.feature_info.append(dict(num_chs=2))\n")
+    assert "DEV114" in codes("        self.blocks.append(nn.Linear(2, 2))\n")
+    assert "DEV114" in codes("        self.blocks['a'] = nn.Linear(2, 2)\n")

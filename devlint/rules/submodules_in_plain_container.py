@@ -27,23 +27,28 @@ class SubmodulesInPlainContainer(Rule):
     def candidate(facts) -> bool:
         """Pre-check: the ``__init__`` of a class that may be a module sets ``self.<x>`` to a
         container that may hold module constructions, or to an empty one that it then fills
-        with one (``append``/``insert``/``extend``, ``self.x[k] = ...``)."""
+        with one through that same attribute (``self.<x>.append/insert/extend(...)``,
+        ``self.<x>[k] = ...``), as the rule reads it."""
         for cls in facts.classes:
             if not module_class(cls, facts):
                 continue
             for init in methods_of(cls, "__init__"):
-                fills = None
+                empty = set()
                 for node in walk(init):
-                    if node.__class__ is not ast.Assign or not any(t.__class__ is ast.Attribute for t in node.targets):
+                    if node.__class__ is not ast.Assign:
                         continue
-                    holds = _may_hold_modules(node.value, facts)
-                    if holds is None:
-                        if fills is None:
-                            fills = any(_fills_with_module(n, facts) for n in walk(init))
-                        holds = fills
-                    if holds:
-                        return True
+                    for target in node.targets:
+                        if target.__class__ is not ast.Attribute:
+                            continue
+                        holds = _may_hold_modules(node.value, facts)
+                        if holds:
+                            return True
+                        if holds is None:
+                            empty.add(target.attr)
+                if empty and any(_fills_with_module(n, facts, empty) for n in walk(init)):
+                    return True
         return False
+
     what_it_does = """
 In `__init__` of an `nn.Module` subclass, flags `self.name = [...]` (also a tuple, a dict, a
 comprehension, `list(...)`/`tuple(...)` of a generator, or an empty list later filled with
@@ -207,11 +212,15 @@ def _may_hold_modules(value: ast.AST, facts) -> bool | None:
     return False
 
 
-def _fills_with_module(node: ast.AST, facts) -> bool:
-    """``x.append(<module>)``, ``x.insert(i, <module>)``, ``x.extend([<module>...])`` or
-    ``x[k] = <module>`` (stdlib ``ast``)."""
+def _fills_with_module(node: ast.AST, facts, names: set[str]) -> bool:
+    """``<x>.<name>.append(<module>)``, ``.insert(i, <module>)``, ``.extend([<module>...])`` or
+    ``<x>.<name>[k] = <module>`` for one of ``names`` (stdlib ``ast``; the rule asks that ``<x>``
+    be the method's ``self``)."""
     if node.__class__ is ast.Call and node.func.__class__ is ast.Attribute and node.func.attr in ("append", "insert", "extend"):
-        return any(builds_module(a, facts) or _may_hold_modules(a, facts) for a in node.args)
-    if node.__class__ is ast.Assign and any(t.__class__ is ast.Subscript for t in node.targets):
-        return builds_module(node.value, facts)
+        receiver = node.func.value
+        return (receiver.__class__ is ast.Attribute and receiver.attr in names
+                and any(builds_module(a, facts) or _may_hold_modules(a, facts) for a in node.args))
+    if node.__class__ is ast.Assign:
+        return any(t.__class__ is ast.Subscript and t.value.__class__ is ast.Attribute and t.value.attr in names
+                   for t in node.targets) and builds_module(node.value, facts)
     return False
