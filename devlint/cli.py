@@ -13,7 +13,8 @@ import argparse
 import sys
 from typing import Sequence
 
-from . import __version__, formats
+from . import __version__
+from .format_names import ALIASES, NAMES
 
 
 def cmd_check(args: argparse.Namespace) -> int:
@@ -81,7 +82,7 @@ def build_parser(with_runtime: bool = False) -> argparse.ArgumentParser:
     fixing.add_argument("--add-noqa", action="store_true", help="add # noqa: CODE to every line with a finding (merged into an existing # noqa)")
     output = check.add_argument_group("output")
     output.add_argument("--output-format", "--format", dest="output_format",
-                        choices=(*formats.NAMES, *formats.ALIASES), metavar="FORMAT",
+                        choices=(*NAMES, *ALIASES), metavar="FORMAT",
                         help="full (the default: source line and caret), concise (one line a finding), json (ruff's "
                              "schema), sarif, github, gitlab, or json-devlint (devlint's own JSON); $DEVLINT_OUTPUT_FORMAT sets the default")
     output.add_argument("--output-file", metavar="FILE", help="write the report to FILE instead of standard output")

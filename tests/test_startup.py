@@ -29,6 +29,23 @@ def test_startup_loads_no_linter(argv):
     assert json.loads(result.stdout.strip().splitlines()[-1]) == []
 
 
+@pytest.mark.parametrize("argv", [["--version"], ["--help"], ["check", "--help"]])
+def test_version_and_help_load_no_formats(argv):
+    """``--version`` and the help read the format names from ``format_names`` alone: the
+    formats package (with the finding classes and ``dataclasses``) is not imported."""
+    code = (
+        "import json, sys\n"
+        "from devlint.cli import main\n"
+        "try:\n"
+        f"    main({argv!r})\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "print(json.dumps([m for m in ('devlint.formats', 'devlint.finding', 'dataclasses') if m in sys.modules]))\n"
+    )
+    result = run(sys.executable, "-c", code)
+    assert json.loads(result.stdout.strip().splitlines()[-1]) == []
+
+
 def test_check_still_loads_the_linter(tmp_tree):
     """The same probe sees the linter once ``check`` runs (the probe can fail)."""
     root = tmp_tree({"a.py": "import torch\nx = torch.ones(1).cuda()\n"})

@@ -14,16 +14,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Sequence
 
 from ..finding import Finding
+from ..format_names import ALIASES, NAMES  # apart: the command line reads them at start-up
 
 if TYPE_CHECKING:  # annotations only: the rules (and libcst) are not loaded to write a report
     from ..rule import Rule
 
 Renderer = Callable[[Sequence[Finding], Sequence["type[Rule]"], Path], str]
-
-#: The format names ``--output-format`` accepts, in the order ``--help`` lists them.
-NAMES = ("full", "concise", "json", "json-devlint", "sarif", "github", "gitlab")
-#: Older names still accepted: ``text`` is the one-line-a-finding format.
-ALIASES = {"text": "concise"}
 
 
 def get(name: str) -> Renderer:
