@@ -335,17 +335,21 @@ class View:
             body = text[header.end():headers[i + 1].start() if i + 1 < len(headers) else len(text)]
             for base in header.group(1).split(","):
                 bases[base.strip()] = bases.get(base.strip(), False) or "def forward(" not in body
+        # the names used, by their head (the local name an import binds), in the order met:
+        # each import then looks up its own (was: every import against every name used)
+        by_head: tuple[dict[str, list], dict[str, list]] = ({}, {})
+        for use, table in zip((calls, bases), by_head):
+            for used in use:
+                head, _, rest = used.partition(".")
+                table.setdefault(head, []).append((used, rest))
         codes: set[str] = set()
         for level, module, name, local in _imports(text):
             if level == 0 and module.split(".", 1)[0] in resolve._SKIPPED:
                 continue
-            for use, wanted in ((calls, FUNCTION_RULES), (bases, CLASS_RULES)):
+            for table, wanted in zip(by_head, (FUNCTION_RULES, CLASS_RULES)):
                 if set(wanted) <= codes:
                     continue
-                for used in use:
-                    head, _, rest = used.partition(".")
-                    if head != local:
-                        continue
+                for used, rest in table.get(local, ()):
                     found = self._target(level, module, name, rest.split(".") if rest else [])
                     if found is None:
                         continue
