@@ -298,3 +298,20 @@ def test_dev114_predicate_follows_the_filled_attribute():
     assert "DEV114" not in codes("        self.feature_info.append(dict(num_chs=2))\n")
     assert "DEV114" in codes("        self.blocks.append(nn.Linear(2, 2))\n")
     assert "DEV114" in codes("        self.blocks['a'] = nn.Linear(2, 2)\n")
+
+
+def test_dev101_predicate_reads_device_positions():
+    """DEV101 is a candidate only where an accelerator literal sits in a device position, or is
+    bound to a name that a device position uses: ``hasattr(torch, "xpu")`` and an enum member
+    ``CUDA = "cuda"`` next to ``.to(device)`` (accelerate's utils) are not."""
+
+    def codes(body):
+        text = "import torch\n" + body
+        return {r.code for r in precheck.candidates(text, triggered(text, enabled_rules()))[0]}
+
+    assert "DEV101" not in codes('ok = hasattr(torch, "xpu")\n')
+    assert "DEV101" not in codes('class Kind:\n    CUDA = "cuda"\n\ndef f(x, device):\n    return x.to(device)\n')
+    assert "DEV101" in codes('d = torch.device("cuda")\n')
+    assert "DEV101" in codes('x = torch.ones(2, device=f"cuda:{rank}")\n')
+    assert "DEV101" in codes('DEVICE = "cuda"\n\ndef f(x):\n    return x.to(DEVICE)\n')
+    assert "DEV101" in codes('def f(x, device="cuda:0"):\n    return x.to(device=device)\n')

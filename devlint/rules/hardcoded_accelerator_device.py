@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import ast
+
 import libcst as cst
 
 from .. import edits, settings
 from ..device_scope import DeviceScope
-from ..devices import ACCELERATOR, device_arguments, is_cpu, literal_device
+from ..devices import ACCELERATOR, DEVICE_KEYWORDS, POSITIONAL_DEVICE_CALLS, device_arguments, is_cpu, literal_device
 from ..guards import config_flag, polarity, string_value
 from ..names import dotted
+from ..precheck import calls_in
+from ..precheck import dotted as ast_dotted
 from ..rule import NodeFix, Rule
 
 _DEFAULT_SETTERS = {"torch.set_default_device", "torch.set_default_tensor_type"}
@@ -25,13 +29,27 @@ class HardcodedAcceleratorDevice(Rule):
 
     @staticmethod
     def candidate(facts) -> bool:
-        """Pre-check: an accelerator literal, or the start of a built one ("cuda:" in an f-string,
-        a %-template, a sum or a format), as a call argument, an assigned value or a parameter
-        default (also as an arm of a conditional), or a default-device setter."""
-        return (
-            any(ACCELERATOR.match(s) or s.startswith(("cuda:", "xpu:", "mps:")) for s in facts.placed)
-            or bool(facts.calls_to(_DEFAULT_SETTERS))
-        )
+        """Pre-check: a default-device setter; or an accelerator literal (or the start of a built
+        one: "cuda:" in an f-string, a %-template, a sum or a format; also as an arm of a
+        conditional) in a device position of a call (:func:`devlint.devices.device_arguments`:
+        the first positional argument of ``.to`` or of a call that may resolve to one of
+        ``POSITIONAL_DEVICE_CALLS``, a ``device=``-like keyword or ``type=``), or bound to a
+        name or a parameter default that some call uses in a device position, as the rule
+        reports them."""
+        if facts.calls_to(_DEFAULT_SETTERS):
+            return True
+        if not any(_accelerator_text(s) for s in facts.placed):
+            return False
+        used: set[str] = set()  # names in a device position
+        for unit in facts.units:
+            for call, _ in calls_in(unit, unit.node if unit.node is not None else facts.tree):
+                for arg in _device_positions(call, facts):
+                    if _accelerator_ast(arg):
+                        return True
+                    name = ast_dotted(arg)
+                    if name is not None:
+                        used.add(name)
+        return bool(used) and _binds_accelerator(facts.tree, used)
 
     what_it_does = """
 Flags a string literal naming an accelerator (`"cuda"`, `"cuda:N"`, `"mps"`, `"xpu"`) used as
@@ -301,3 +319,62 @@ def _cuda_tensor_type(node: cst.CSTNode, ctx) -> str | None:
     if value is None:
         value = ctx.resolve(node) or ""
     return "cuda" if value.startswith("torch.cuda.") else None
+
+
+# -- the pre-check's reading of the stdlib ``ast`` ---------------------------------------------
+def _accelerator_text(value) -> bool:
+    """An accelerator literal or the start of a built one (``"cuda:"``)?"""
+    return value.__class__ is str and (bool(ACCELERATOR.match(value)) or value.startswith(("cuda:", "xpu:", "mps:")))
+
+
+def _accelerator_ast(node) -> bool:
+    """Could ``node`` (stdlib ``ast``) be what :func:`devlint.devices.literal_device` names, or
+    a conditional with such an arm: a string, an f-string's head, a ``%``/``+`` template or a
+    ``.format`` receiver that is an accelerator literal or starts like one?"""
+    t = node.__class__
+    if t is ast.Constant:
+        return _accelerator_text(node.value)
+    if t is ast.JoinedStr:
+        return bool(node.values) and node.values[0].__class__ is ast.Constant and _accelerator_text(node.values[0].value)
+    if t is ast.IfExp:
+        return _accelerator_ast(node.body) or _accelerator_ast(node.orelse)
+    if t is ast.BinOp:
+        return _accelerator_ast(node.left)
+    if t is ast.Call and node.func.__class__ is ast.Attribute and node.func.attr == "format":
+        return _accelerator_ast(node.func.value)
+    return False
+
+
+def _device_positions(call: ast.Call, facts) -> list:
+    """The arguments of ``call`` that :func:`devlint.devices.device_arguments` may read as a
+    device (over-approximated: any ``.to``, any call named ``type=``)."""
+    found = []
+    func = call.func
+    first = next((a for a in call.args if a.__class__ is not ast.Starred), None)
+    if first is not None and ((func.__class__ is ast.Attribute and func.attr == "to")
+                              or not facts.resolve(func).isdisjoint(POSITIONAL_DEVICE_CALLS)):
+        found.append(first)
+    for kw in call.keywords:
+        if kw.arg in DEVICE_KEYWORDS or kw.arg == "type":
+            found.append(kw.value)
+    return found
+
+
+def _binds_accelerator(tree, names: set[str]) -> bool:
+    """Does the file bind one of ``names`` (dotted) to an accelerator literal, by an assignment
+    or as a parameter's default (the rule's ``_bind``)?"""
+    for node in ast.walk(tree):
+        t = node.__class__
+        if t is ast.Assign:
+            if _accelerator_ast(node.value) and any(ast_dotted(target) in names for target in node.targets):
+                return True
+        elif t is ast.AnnAssign:
+            if node.value is not None and _accelerator_ast(node.value) and ast_dotted(node.target) in names:
+                return True
+        elif t is ast.FunctionDef or t is ast.AsyncFunctionDef:
+            a = node.args
+            pairs = [*zip(reversed([*a.posonlyargs, *a.args]), reversed(a.defaults)),
+                     *((p, d) for p, d in zip(a.kwonlyargs, a.kw_defaults) if d is not None)]
+            if any(p.arg in names and _accelerator_ast(d) for p, d in pairs):
+                return True
+    return False
