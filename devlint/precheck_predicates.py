@@ -124,6 +124,13 @@ def torch_dtype(expr: ast.AST, facts: Facts, dtypes: frozenset[str]) -> bool:
     table knows it before any use) and no top-level ``def``/``class`` shadows it?"""
     if expr.__class__ is not _Attribute or expr.value.__class__ is not _Name or expr.attr not in dtypes:
         return False
+    return expr.value.id in torch_heads(facts)
+
+
+def torch_heads(facts: Facts) -> set[str]:
+    """The local names that surely stand for ``torch`` where the engine resolves names: every
+    import of the file binds them to ``torch``, one of them a top-level ``import``, and no
+    top-level ``def``/``class`` shadows them (computed once per file)."""
     heads = facts.memo.get("torch_heads")
     if heads is None:
         bound, shadowed = set(), set()
@@ -134,7 +141,46 @@ def torch_dtype(expr: ast.AST, facts: Facts, dtypes: frozenset[str]) -> bool:
             elif t in (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef):
                 shadowed.add(statement.name)
         heads = facts.memo["torch_heads"] = {h for h in bound - shadowed if facts.aliases.get(h) == {"torch"}}
-    return expr.value.id in heads
+    return heads
+
+
+def surely_guarded_calls(facts: Facts, helper, availability: frozenset[str]) -> set[int]:
+    """``id`` of every call in the body of an ``if``/``elif`` whose test surely guards it as
+    :func:`devlint.guards.polarity` reads a test (``+1``): a call of a helper whose last name
+    ``helper`` (:data:`devlint.guards._HELPER`) matches (``is_cuda_available()``), or of
+    ``<torch>.<x>`` with ``torch.<x>`` in ``availability`` through a head that every import
+    binds to ``torch`` (see :func:`torch_dtype`), alone or as an operand of ``and``. Calls in a
+    ``def``, ``class`` or ``lambda`` nested in that body are left out (the rule's guard is
+    counted per block). An under-approximation: a call not in the set may be guarded too."""
+    heads = torch_heads(facts)
+
+    def sure(test) -> bool:
+        if test.__class__ is ast.BoolOp and test.op.__class__ is ast.And:
+            return any(sure(v) for v in test.values)
+        if test.__class__ is not _Call:
+            return False
+        name = dotted(test.func)
+        if name is None:
+            return False
+        if helper.match(name.rsplit(".", 1)[-1]):
+            return True
+        head, _, rest = name.partition(".")
+        return head in heads and f"torch.{rest}" in availability
+
+    found: set[int] = set()
+    for node in ast.walk(facts.tree):
+        if node.__class__ is not ast.If or not sure(node.test):
+            continue
+        stack = list(node.body)
+        while stack:
+            inner = stack.pop()
+            t = inner.__class__
+            if t in (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda):
+                continue
+            if t is _Call:
+                found.add(id(inner))
+            stack.extend(ast.iter_child_nodes(inner))
+    return found
 
 
 def may_move(call: ast.Call, facts: Facts | None = None, dtypes: frozenset[str] = frozenset()) -> bool:

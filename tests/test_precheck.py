@@ -315,3 +315,24 @@ def test_dev101_predicate_reads_device_positions():
     assert "DEV101" in codes('x = torch.ones(2, device=f"cuda:{rank}")\n')
     assert "DEV101" in codes('DEVICE = "cuda"\n\ndef f(x):\n    return x.to(DEVICE)\n')
     assert "DEV101" in codes('def f(x, device="cuda:0"):\n    return x.to(device=device)\n')
+
+
+def test_dev104_dev105_predicates_follow_the_rules_names_and_guards():
+    """DEV104 needs a call that may resolve to one of its loaders (``CPUOffload(...)`` holds
+    "load" and resolves into torch, and is none); DEV105 needs a raising call that is not surely
+    guarded (in the body of ``if torch.cuda.is_available():`` or ``elif is_cuda_available():``
+    it is guarded; in their ``else`` or a ``def`` nested there it may not be)."""
+
+    def codes(body):
+        text = "import torch\nfrom torch.distributed.fsdp import CPUOffload\n" + body
+        return {r.code for r in precheck.candidates(text, triggered(text, enabled_rules()))[0]}
+
+    assert "DEV104" not in codes("offload = CPUOffload(offload_params=True)\n")
+    assert "DEV104" in codes("state = torch.load(path)\n")
+    assert "DEV104" not in codes("state = torch.load(path, 'cpu')\n")
+    guarded = ("if is_npu_available():\n    d = 0\nelif is_cuda_available():\n    d = torch.cuda.current_device()\n"
+               "if torch.cuda.is_available() and rank == 0:\n    torch.cuda.synchronize()\n")
+    assert "DEV105" not in codes(guarded)
+    assert "DEV105" in codes(guarded + "else:\n    torch.cuda.synchronize()\n")
+    assert "DEV105" in codes("if torch.cuda.is_available():\n    def later():\n        torch.cuda.synchronize()\n")
+    assert "DEV105" in codes("if args.cuda:\n    torch.cuda.synchronize()\n")

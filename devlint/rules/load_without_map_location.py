@@ -29,20 +29,22 @@ class LoadWithoutMapLocation(Rule):
 
     @staticmethod
     def candidate(facts) -> bool:
-        """Pre-check: a call of a torch function whose name holds "load", with at most two
-        positional arguments, no ``map_location=`` and no ``*args``/``**kwargs``."""
+        """Pre-check: a call whose name holds "load" and that may resolve to one of the loaders
+        (``_LOADERS``), with no more positional arguments than come before its
+        ``map_location``, no ``map_location=`` and no ``*args``/``**kwargs``."""
         for table in (facts.methods, facts.functions):
             for last, calls in table.items():
                 if "load" not in last:
                     continue
                 for call in calls:
-                    if len(call.args) > 2 or any(a.__class__ is ast.Starred for a in call.args):
+                    if any(a.__class__ is ast.Starred for a in call.args):
                         continue
                     if any(kw.arg is None or kw.arg == "map_location" for kw in call.keywords):
                         continue
-                    if any(n.startswith("torch.") for n in facts.resolve(call.func)):
+                    if any(len(call.args) <= _LOADERS[n] for n in facts.resolve(call.func) if n in _LOADERS):
                         return True
         return False
+
     what_it_does = """
 Flags `torch.load(f)`, `torch.hub.load_state_dict_from_url(url)` and
 `torch.utils.model_zoo.load_url(url)` calls (any import spelling) that pass no `map_location`

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import libcst as cst
 
+from ..guards import _HELPER, AVAILABILITY
+from ..precheck import surely_guarded_calls
 from ..rule import Rule
 
 _RAISING = frozenset(
@@ -33,8 +35,14 @@ class UnguardedCudaApi(Rule):
 
     @staticmethod
     def candidate(facts) -> bool:
-        """Pre-check: a call that may resolve to one of the raising ``torch.cuda`` functions."""
-        return bool(facts.calls_to(f"torch.cuda.{api}" for api in _RAISING))
+        """Pre-check: a call that may resolve to one of the raising ``torch.cuda`` functions and
+        is not surely guarded (in the body of ``if torch.cuda.is_available():`` or of ``if
+        is_cuda_available():``, see :func:`devlint.precheck.surely_guarded_calls`)."""
+        calls = facts.calls_to(f"torch.cuda.{api}" for api in _RAISING)
+        if not calls:
+            return False
+        guarded = surely_guarded_calls(facts, _HELPER, AVAILABILITY)
+        return any(id(call) not in guarded for call in calls)
 
     what_it_does = """
 Flags calls of the `torch.cuda` API that raise when CUDA is absent — `synchronize`,
