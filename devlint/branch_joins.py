@@ -49,16 +49,26 @@ def _kept_unmoved(a: V | None, b: V | None, before: V | None, moved: set) -> V |
     return None
 
 
-def _names_under(expr: cst.BaseExpression) -> list[cst.Name]:
-    """Every name an expression reads (``prefix_tokens`` of ``prefix_tokens is None and spec``)."""
-    found: list[cst.Name] = []
-    stack = [expr]
+def _names_under(expr: cst.BaseExpression) -> frozenset[str]:
+    """The value of every name under an expression (``prefix_tokens`` of ``prefix_tokens is
+    None and spec``), attribute names included, as ``CSTNode.children`` finds them: every
+    node-valued field and every node in a sequence field (without libcst's visitor, which
+    ``children`` runs: it was most of a long file's join cost)."""
+    found: set[str] = set()
+    stack: list = [expr]
+    node_type = cst.CSTNode
     while stack:
         node = stack.pop()
         if node.__class__ is cst.Name:
-            found.append(node)
-        stack.extend(node.children)
-    return found
+            found.add(node.value)
+            continue
+        for name in node.__dataclass_fields__:
+            value = getattr(node, name)
+            if isinstance(value, node_type):
+                stack.append(value)
+            elif value.__class__ is tuple or value.__class__ is list:
+                stack.extend(item for item in value if isinstance(item, node_type))
+    return frozenset(found)
 
 
 def _unmoved_against_moved(a: V | None, b: V | None, params: int) -> V | None:
@@ -123,11 +133,11 @@ class BranchJoins:
         joined = {}
         device_test = self.ctx.remembered("device-test", node.test, lambda: asks_for_accelerator(node.test))
         guarded = not_none_names(node.test)
-        tested = None
         for name in set(after_body) | set(current):
-            if tested is None:  # if prefix is None: prefix = ...: a default filled in, not a batch item
-                tested = {n.value for n in _names_under(node.test)}
             a, b = after_body.get(name), current.get(name)
+            if a is b:  # untouched on both arms (or unknown on both): what the steps below give
+                joined[name] = a
+                continue
             same = a is not None and b is not None and a.kind == b.kind and a.module == b.module
             placed = a is not None and b is not None and {a.kind, b.kind} == {DEV, DEVB} and not (a.module or b.module)
             value = a if same else V(DEV) if placed else None  # a tensor or a list of them, moved
@@ -138,7 +148,7 @@ class BranchJoins:
                 if value is None and name in before:
                     value = _kept_unmoved(a, b, before[name], moved_before)
                 if value is None and not _leaves(node.body) and not (
-                        node.orelse.__class__ is cst.Else and _leaves(node.orelse.body)) and name not in tested:
+                        node.orelse.__class__ is cst.Else and _leaves(node.orelse.body)) and name not in self._tested(node):
                     value = _unmoved_against_moved(a, b, id(frame.node))
                     if value is not None:  # its own evidence: the other arm says where it belongs
                         value = V(value.kind, group=id(node))
@@ -146,6 +156,11 @@ class BranchJoins:
             joined[name] = value
         frame.vars = joined
         self._memo.clear()
+
+    def _tested(self, node: cst.If) -> frozenset[str]:
+        """The names an ``if``'s test reads (``if prefix is None: prefix = ...``: a default
+        filled in, not a batch item), once per test node (kept between a document's lints)."""
+        return self.ctx.remembered("names-tested", node.test, lambda: _names_under(node.test))
 
     def _left_behind(self, node: cst.If, body_arm: tuple, else_arm: tuple, before: dict) -> V | None:
         """``if isinstance(data, Mapping): ... else: X, y = data; y = y.to(d)``: an arm that
