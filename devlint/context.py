@@ -46,6 +46,8 @@ class Context:
         self.project = None
         #: results kept from the previous lint of the same document (:meth:`remembered`)
         self._kept: NodeMemo | None = None
+        #: what the walk read beyond the node it visits (:meth:`note_read`)
+        self.reads: list[cst.CSTNode | None] = []
 
     def keep_between_lints(self, memo: dict | None) -> None:
         """Let :meth:`remembered` keep its results in ``memo``, a dict the caller keeps for
@@ -64,6 +66,12 @@ class Context:
         long class computes it again only for the nodes the edit made. Without a memo, just
         ``make()``."""
         return make() if self._kept is None else self._kept.get(kind, node, make)
+
+    def note_read(self, node: cst.CSTNode | None) -> None:
+        """A participant read ``node`` (a member of a class, found through the class node)
+        while visiting another node, or the whole text (``None``): :mod:`devlint.resume`
+        resumes a walk after unchanged members only where what they read is unchanged too."""
+        self.reads.append(node)
 
     @property
     def guarded(self) -> bool:

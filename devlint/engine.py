@@ -22,6 +22,7 @@ import libcst as cst
 from . import fix_assembly
 from . import parse_failures
 from . import parsing
+from . import settings as torch_settings
 from . import precheck as _precheck
 from . import source as source_text
 from . import syntax
@@ -31,6 +32,7 @@ from .defuse import defuse
 from .finding import PARSE_ERROR, Finding
 from .guard_tracking import GuardTracker
 from .positions import reported_ranges
+from .resume import RESUME, ClassResume
 from .rule import Analysis, Rule
 from .rules import all_rules
 
@@ -267,7 +269,12 @@ def _analyse(module: cst.Module, path: str, text: str, rules: Sequence[type[Rule
     participants = [GuardTracker(ctx), *analyses, *(rule(ctx) for rule in rules)]
     try:
         visit, leave = walk.tables(participants)
-        walk.walk(module, visit, leave, ctx)
+        at = None
+        if memo is not None:  # a document linted again: resume inside an edited class
+            key = (tuple(type(p) for p in participants if not getattr(p, "stateless", False)),
+                   torch_settings.torch_version(), syntax.target_version())
+            at = memo.setdefault(RESUME, ClassResume()).hooks(module, ctx, participants, key)
+        walk.walk(module, visit, leave, ctx, at)
         ctx.done_with_lint(memo)
         return _findings(module, path, text, ctx, tree, memo)
     finally:

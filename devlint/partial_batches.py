@@ -92,6 +92,7 @@ class PartialBatches:
             body = cls.node.body
             for statement in getattr(body, "body", ()):
                 if statement.__class__ is cst.FunctionDef and statement.name.value == func.attr.value:
+                    self.ctx.note_read(statement)
                     return statement
         return None
 

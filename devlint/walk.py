@@ -85,11 +85,14 @@ def _wanted_names(visit: dict, leave: dict) -> set[str] | None:
     return wanted
 
 
-def walk(module: cst.Module, visit: dict, leave: dict, ctx: Context) -> None:
+def walk(module: cst.Module, visit: dict, leave: dict, ctx: Context, at: dict | None = None) -> None:
     """Visit every node once, in source order, without recursion; decorators are visited
     before their function or class is entered. A node gets a leave step only if some
     participant has a ``leave_`` hook for its type or it opens a guard. Leaf nodes that no
-    hook asks for (a third of all nodes are names) are not pushed at all."""
+    hook asks for (a third of all nodes are names) are not pushed at all. ``at`` maps the
+    ``id`` of a statement to a callable given the walk's stack when the walk is about to enter
+    it; one that returns true has taken the statement (and what it popped) off the walk
+    (:mod:`devlint.resume`)."""
     marks = ctx._guard_nodes
     fields = _FIELDS
     walked = dict(_WALKED)  # exact type -> is it walked? (no ABC ``isinstance`` per child)
@@ -113,6 +116,8 @@ def walk(module: cst.Module, visit: dict, leave: dict, ctx: Context) -> None:
         push((statement, 0))
         while stack:
             node, state = pop()
+            if at is not None and state == 0 and id(node) in at and at[id(node)](stack):
+                continue
             kind = node.__class__
             if state == 2:
                 for hook in leave.get(kind, ()):

@@ -297,3 +297,29 @@ def test_edits_of_whole_class_and_loop_rules_give_a_full_lints_findings():
         compared += 1
         text = new
     assert compared >= 30 and len(codes) >= 6, (compared, codes)
+
+
+def test_typing_in_a_late_method_resumes_the_walk_and_gives_a_full_lints_findings(monkeypatch):
+    """Keystrokes in one method of a long class resume the walk after the unchanged members
+    before it (:mod:`devlint.resume`), and what a member before it reads of the whole file
+    (an import, ``self.scaler.update(``, a new guard) changes with an edit there: every
+    lint still gives ``devlint check``'s findings, and the walk did resume."""
+    from devlint import resume
+
+    restored = []
+    real = resume.ClassResume._restore
+    monkeypatch.setattr(resume.ClassResume, "_restore", lambda self, *a: restored.append(1) or real(self, *a))
+    text = module_class(12)
+    lines = text.split("\n")
+    row = max(k for k, line in enumerate(lines) if line.startswith("    def place"))
+    path = "/nonexistent-devlint-test/net.py"
+    state = DocumentState()
+    assert lint_text(text, path, state) == check_source(text.encode(), path, ["DEV"], [])
+    inserts = ["        # typing", "        z = torch.zeros(1).cuda()", "        import torch.cuda.amp",
+               "        self.scaler.update()", "        if not torch.cuda.is_available():\n            return",
+               "        w = torch.cuda.amp.GradScaler()", "        # more"]
+    for step, line in enumerate(inserts):
+        lines.insert(row + 1, line)
+        new = "\n".join(lines)
+        assert lint_text(new, path, state) == check_source(new.encode(), path, ["DEV"], []), step
+    assert len(restored) >= 3, restored

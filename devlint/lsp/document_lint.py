@@ -73,7 +73,8 @@ def _watcher(cancelled: Callable[[], bool]):
             raise Cancelled()
 
     names = ("SimpleStatementLine", "FunctionDef", "ClassDef", "If", "For", "While", "With", "Try", "TryStar", "Match")
-    return type("StaleLintWatcher", (Participant,), {f"visit_{n}": check for n in names})
+    hooks = {f"visit_{n}": check for n in names}
+    return type("StaleLintWatcher", (Participant,), {**hooks, "stateless": True})  # no state to resume
 
 
 @dataclass

@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import re
+
 from ..amp import GRAD_SCALERS, Frame, FrameRule
 from ..precheck import dotted
 from ..rule import NodeFix
+
+#: ``self.<attr>...`` followed by ``.update(``, wherever it starts (inside ``myself.s...`` too)
+_DOTTED = re.compile(r"self(?:\.\w+)+")
+_OBJECT_UPDATE = re.compile(r"(?=(self(?:\.\w+)+)\.update\()")
 
 
 class GradScalerUpdateMissing(FrameRule):
@@ -70,12 +76,27 @@ changes how the loss scale evolves. It is offered only when that is the scaler's
 in the scope and no `update()` of it exists anywhere there (a second `update()` with no step
 between raises `RuntimeError`), and the step is a statement of its own line."""
 
+    def __init__(self, ctx) -> None:
+        super().__init__(ctx)
+        #: every ``self.a.b`` that the text calls ``.update(`` on: the text holds
+        #: ``f"{scaler}.update("`` exactly when ``scaler`` (a dotted name) is one of them. Read
+        #: once, so that what a frame's check reads is state the walk can compare
+        #: (:mod:`devlint.resume`), not the whole text
+        self._object_updates = frozenset(m.group(1) for m in _OBJECT_UPDATE.finditer(ctx.text))
+
+    def _updated_elsewhere(self, scaler: str) -> bool:
+        """Does the text call ``{scaler}.update(`` (``scaler``: ``self.`` and attributes)?"""
+        if _DOTTED.fullmatch(scaler):
+            return scaler in self._object_updates
+        self.ctx.note_read(None)  # a name the pattern does not cover: the whole text is read
+        return f"{scaler}.update(" in self.ctx.text
+
     def check(self, frame: Frame) -> None:
         amp = self.amp
         updates = list(frame.of("update"))
         for step in frame.of("step"):
             depth = len(step.loops)
-            if step.scaler.startswith("self.") and f"{step.scaler}.update(" in self.ctx.text:
+            if step.scaler.startswith("self.") and self._updated_elsewhere(step.scaler):
                 continue  # a scaler of the object, updated by another method (composer's trainer)
             if not any(
                 u.scaler == step.scaler and amp.compatible(step, u)
