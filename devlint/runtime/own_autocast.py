@@ -41,13 +41,30 @@ def cuda_on_cpu(scale: float = 1.0, dtypes: set | None = None):
     dtype (float16, CUDA's default, when none is given), ``enabled`` and ``cache_enabled``; a
     scaler keeps its settings, its ``init_scale`` multiplied by ``scale`` (the run's loss
     scale against GradScaler's default, so a run that settles the scale settles the step's
-    own scaler too). Objects made before the block (an ``@torch.autocast("cuda")`` decorator
-    applied at import) keep CUDA's, disabled on a machine without it. Yields the list of the
+    own scaler too). A ``"cuda"`` region made before the block (an ``@torch.autocast("cuda",
+    enabled=False)`` decorator applied at import), which torch disabled here, turns the CPU's
+    autocast off while it is entered: what such a decorator is for (one made with
+    ``enabled=True`` is then float32 inside: a check that misses, never a false alarm). A Function whose
+    forward is decorated ``@torch.amp.custom_fwd(device_type="cuda", ...)`` sees the CPU's
+    autocast as CUDA's while it runs (``torch.is_autocast_enabled("cuda")``,
+    ``torch.get_autocast_dtype("cuda")``, its ``cast_inputs``). Yields the list of the
     enabled scalers made (CPU ``torch.amp.GradScaler``), in order; ``dtypes``, if given,
     collects the dtype (``"float16"``) of every enabled region made for ``"cuda"``."""
-    region, scaler = torch.amp.autocast_mode.autocast, torch.amp.GradScaler
+    region, scaler, amp = torch.amp.autocast_mode.autocast, torch.amp.GradScaler, torch.amp.autocast_mode
     real_region, real_scaler = region.__init__, scaler.__init__
+    real_enabled, real_dtype, real_cast = torch.is_autocast_enabled, torch.get_autocast_dtype, amp._cast
     made: list = []
+
+    # @torch.amp.custom_fwd(device_type="cuda", cast_inputs=torch.float32) asks these about
+    # "cuda" when the Function runs, and casts the "cuda" tensors: here, the CPU's
+    def is_enabled(device_type=None):
+        return real_enabled("cpu" if device_type in (None, "cuda") else device_type)
+
+    def get_dtype(device_type):
+        return real_dtype("cpu" if device_type == "cuda" else device_type)
+
+    def cast(value, device_type, dtype):
+        return real_cast(value, "cpu" if device_type == "cuda" else device_type, dtype)
 
     def region_init(self, device_type, dtype=None, enabled=True, cache_enabled=None):
         if device_type == "cuda":
@@ -64,11 +81,35 @@ def cuda_on_cpu(scale: float = 1.0, dtypes: set | None = None):
         if device == "cpu" and self.is_enabled():
             made.append(self)
 
+    real_enter, real_exit = region.__enter__, region.__exit__
+
+    def enter(self):
+        # a "cuda" region made before the block (a decorator applied at import): torch
+        # disabled it here; it turns the CPU's autocast off (what such a decorator is for,
+        # @torch.autocast("cuda", enabled=False) around numerically delicate code)
+        if self.device == "cuda":
+            off = region.__new__(region)
+            real_region(off, "cpu", enabled=False)
+            self.__dict__.setdefault("_devlint_cpu", []).append(off)
+            real_enter(off)
+        return real_enter(self)
+
+    def exit_(self, *exc):
+        out = real_exit(self, *exc)
+        inner = self.__dict__.get("_devlint_cpu")
+        if inner:
+            real_exit(inner.pop(), *exc)
+        return out
+
     region.__init__, scaler.__init__ = region_init, scaler_init
+    region.__enter__, region.__exit__ = enter, exit_
+    torch.is_autocast_enabled, torch.get_autocast_dtype, amp._cast = is_enabled, get_dtype, cast
     try:
         yield made
     finally:
         region.__init__, scaler.__init__ = real_region, real_scaler
+        region.__enter__, region.__exit__ = real_enter, real_exit
+        torch.is_autocast_enabled, torch.get_autocast_dtype, amp._cast = real_enabled, real_dtype, real_cast
 
 
 class OwnAutocast:
