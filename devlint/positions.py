@@ -262,14 +262,12 @@ def _newline_offsets(text: str) -> list[int]:
 
 
 def _holds(statement, nodes: list) -> bool:
-    """Are all ``nodes`` below ``statement``? The fields the walk enters (decorators
-    included, see :func:`devlint.walk.children`) are entered, every node in them (a superset
-    of what the walk enters, so a reported node is never missed), without a generator per
-    node."""
+    """Are all ``nodes`` below ``statement``, as the walk enters it (decorators included, see
+    :func:`devlint.walk.children`, inlined here: no generator per node)?"""
     left = {id(node) for node in nodes}
     stack = [statement]
     pop, push = stack.pop, stack.append
-    node_type, fields, named = cst.CSTNode, walk._FIELDS, walk._fields
+    fields, named, walked, walkable = walk._FIELDS, walk._fields, walk._WALKED, walk._walkable
     while stack:
         node = pop()
         if id(node) in left:
@@ -284,10 +282,13 @@ def _holds(statement, nodes: list) -> bool:
             cls = value.__class__
             if cls is tuple or cls is list:
                 for item in value:
-                    if isinstance(item, node_type):
+                    ok = walked.get(item.__class__)
+                    if ok or (ok is None and walkable(item.__class__)):
                         push(item)
-            elif isinstance(value, node_type):
-                push(value)
+            else:
+                ok = walked.get(cls)
+                if ok or (ok is None and walkable(cls)):
+                    push(value)
     return False
 
 
