@@ -4,7 +4,10 @@
 alone, and shifts it by the statement's first line (from the stdlib ``ast``,
 :mod:`devlint.parsing`); the whole module is rendered only where that fails.
 
-Rendering one statement is libcst's own code generation, recorded leanly.
+Rendering one statement is libcst's own code generation, recorded leanly. Before that, a
+statement whose reported nodes are all plain names, each spelled once in the statement's lines,
+is not rendered at all: each name lies where its text does (:class:`_TextSearch`; a 30k-line
+file of 15k ``x = y.cuda()`` findings: 0.6 -> 0.17 s).
 
 libcst's ``PositionProvider`` goes through ``MetadataWrapper``, which first walks the whole
 tree once with no visitor, and a state that runs a regular expression over every token and
