@@ -12,7 +12,7 @@ Rows (the files are written to benchmarks/.cache/findings/ once):
 - ``30k``: 30,000 lines, every other one a finding (``x1 = y.cuda()``; 15k findings);
 - ``100k``: 100,000 lines, each a finding (issue 24: <= 20 s CPU, <= 600 MB);
 - ``50mb``: 877k lines of 55 characters, each a finding (issue 24: finishes within the stated
-  memory budget, ``devlint.syntax.MEMORY_BUDGET_MB``; the lines past it are one DEV000).
+  memory budget, ``devlint.memory_budget.MEMORY_BUDGET_MB``; the lines past it are one DEV000).
 
 Each run is one process timed by the operating system (``resource.getrusage`` of the child:
 user + system CPU, its peak RSS); the output goes to a file (``--output-format concise``), so

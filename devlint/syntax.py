@@ -26,7 +26,7 @@ import sys
 from dataclasses import replace
 from typing import Iterable
 
-from . import source
+from . import memory_budget, source
 
 ENV = "DEVLINT_TARGET_VERSION"
 _RUNNING = sys.version_info[:2]
@@ -64,9 +64,9 @@ def refusal(text: str, tree: ast.Module | None = None) -> tuple[ast.Module | Non
     ``tree``, an ``ast`` the caller parsed with the running Python (flake8's), is kept when the
     target is the running Python. The ``ast`` is ``None`` when it cannot be had (a newer
     target, a recursion limit), with no refusal: libcst then decides. A text over
-    :data:`MEMORY_BUDGET_MB` is parsed up to a cut before a statement within it
-    (:func:`lines_in_budget`; the lines kept, the ``ast`` is theirs), or refused whole when no
-    such cut parses."""
+    :data:`~devlint.memory_budget.MEMORY_BUDGET_MB` is parsed up to a cut before a statement within
+    it (:func:`devlint.memory_budget.plan`; the lines kept, the ``ast`` is theirs), or refused
+    whole when no such cut fits or parses."""
     nul = text.find("\0")
     if nul >= 0:
         line = len(source.NEWLINE.findall(text, 0, nul)) + 1
@@ -108,52 +108,14 @@ def accepts(text: str) -> bool:
     return not (target < (3, 12) <= _RUNNING and _new_fstring(tree, text) is not None)
 
 
-#: Texts longer than this many lines have their stdlib ``ast`` parsed in pieces of at least
-#: this many lines, cut before a line at column 0 that opens a statement: the parse of one
-#: long text holds its parser's arena and the whole tree at once (100k one-line statements:
-#: 683 MB; in pieces 368 MB, and faster).
-PIECE_LINES = 2_000
-#: The memory one file's analysis may take, in MB (issue 24): a file whose estimate (below)
-#: passes it is analysed up to a cut before a statement within it, the rest is one DEV000.
-MEMORY_BUDGET_MB = 600
-#: The estimate, in bytes: the process itself (interpreter, libcst, the rules), the whole text
-#: (held as bytes, as ``str`` and as lines) and each analysed line (its stdlib and libcst trees,
-#: findings and report). Fitted on the peak RSS of ``devlint check`` over generated files whose
-#: every line holds a finding (100k lines of 18 characters: 287 MB; 150k lines of 55: 564 MB;
-#: about 2.0 KB a line and 6 B a character), with a margin.
-PROCESS_BYTES, TEXT_BYTES_PER_CHAR, TEXT_BYTES_PER_LINE = 100 << 20, 3, 100
-LINE_BYTES, CHAR_BYTES = 2_500, 16
-#: The language server sends texts of this many lines or more through the CLI's pipeline, which
-#: applies :data:`MEMORY_BUDGET_MB`; shorter ones it analyses whole.
-LINE_BUDGET = 150_000
-_OPENS = re.compile(r"[A-Za-z_@]")
-_CLAUSES = ("else", "elif", "except", "finally", "case")
-
-
-def _room(chars: int, lines: int) -> int:
-    """Bytes of :data:`MEMORY_BUDGET_MB` left for analysed lines once the process and the whole
-    text (``chars`` characters, ``lines`` lines) are paid for."""
-    return (MEMORY_BUDGET_MB << 20) - PROCESS_BYTES - chars * TEXT_BYTES_PER_CHAR - lines * TEXT_BYTES_PER_LINE
-
-
-def lines_in_budget(lines: list[str]) -> int | None:
-    """How many of the first ``lines`` (a text split at ``\\n``) fit :data:`MEMORY_BUDGET_MB`;
-    ``None`` when all do."""
-    chars = sum(map(len, lines)) + len(lines)
-    room = _room(chars, len(lines))
-    if room >= len(lines) * LINE_BYTES + chars * CHAR_BYTES:
-        return None
-    used = 0
-    for count, line in enumerate(lines):
-        used += LINE_BYTES + (len(line) + 1) * CHAR_BYTES
-        if used > room:
-            return count
-    return None  # pragma: no cover - the whole text was over
-
-
 def budget_words() -> str:
     """How a DEV000 names the budget: ``"the 600 MB memory budget"``."""
-    return f"the {MEMORY_BUDGET_MB:,} MB memory budget"
+    return memory_budget.budget_words()
+
+
+def _line_count(text: str) -> int:
+    """Lines of ``text`` as Python counts them (``\\r\\n``, ``\\r`` or ``\\n`` each end one)."""
+    return len(source.NEWLINE.findall(text)) + (not text.endswith(("\n", "\r")))
 
 
 class _NoCut(Exception):
@@ -165,36 +127,23 @@ class _NoCut(Exception):
 
 
 def _parse(text: str, feature_version) -> tuple[ast.Module, int | None]:
-    """``(ast.parse(text), None)``, in pieces where the text is long (:data:`PIECE_LINES`);
-    over :data:`MEMORY_BUDGET_MB` (:func:`lines_in_budget`), ``(ast of the first lines, how many)``. Each piece is
-    parsed after as many blank lines as precede it, so line numbers are the file's. A cut can
-    only misjudge a line inside a string, a bracket, a continued line or before a clause
-    (``else:``): a piece then fails, and the text is parsed whole, which also reports a syntax
-    error as before (a text over the budget raises :class:`_NoCut` instead). Texts with a lone
-    ``\\r`` are parsed whole."""
-    if "\r" in text or text.count("\n") < PIECE_LINES * 3 // 2:
-        if "\r" in text:
-            count = len(source.NEWLINE.findall(text)) + 1
-            if _room(len(text), count) < count * LINE_BYTES + len(text) * CHAR_BYTES:
-                raise _NoCut(count)
-        return ast.parse(text, feature_version=feature_version), None
+    """``(ast.parse(text), None)``, in pieces where the text is long (:func:`devlint.memory_budget.piece_bounds`);
+    over :data:`~devlint.memory_budget.MEMORY_BUDGET_MB` (:func:`devlint.memory_budget.plan`),
+    ``(ast of the first lines, how many)``. Each piece is parsed after as many blank lines as
+    precede it, so line numbers are the file's. A cut can only misjudge a line inside a
+    string, a bracket, a continued line or before a clause (``else:``): a piece then fails,
+    and the text is parsed whole, which also reports a syntax error as before. A text over
+    the budget raises :class:`_NoCut` instead, as does one whose first piece is over it."""
     lines = text.split("\n")
-    bounds, i = [0], PIECE_LINES
-    while i < len(lines) - PIECE_LINES // 2:
-        line = lines[i]
-        if _OPENS.match(line) and not line.startswith(_CLAUSES) and not lines[i - 1].endswith("\\"):
-            bounds.append(i)
-            i += PIECE_LINES
-        else:
-            i += 1
-    bounds.append(len(lines))
-    kept = None
-    limit = lines_in_budget(lines)
-    if limit is not None:
-        within = [b for b in bounds if b <= limit]
-        if len(within) < 2:
-            raise _NoCut(len(lines))
-        bounds, kept = within, within[-1]
+    bounds = memory_budget.piece_bounds(text, lines)
+    kept = memory_budget.plan(lines, bounds).kept
+    if kept == 0:
+        raise _NoCut(_line_count(text))
+    if len(bounds) == 2:
+        del lines
+        return ast.parse(text, feature_version=feature_version), None
+    if kept is not None:
+        bounds = [b for b in bounds if b <= kept]
     body: list = []
     try:
         for a, b in zip(bounds, bounds[1:]):
@@ -202,7 +151,7 @@ def _parse(text: str, feature_version) -> tuple[ast.Module, int | None]:
     except SyntaxError:
         del body
         if kept is not None:
-            raise _NoCut(len(lines)) from None
+            raise _NoCut(_line_count(text)) from None
         return ast.parse(text, feature_version=feature_version), None
     return ast.Module(body=body, type_ignores=[]), kept
 

@@ -208,12 +208,20 @@ def test_a_misjudged_text_cut_falls_back(monkeypatch):
 
 
 def test_a_syntax_error_in_a_long_file_is_reported_at_its_line(monkeypatch):
-    from devlint import parsing
+    """libcst's own verdict (a target newer than the running Python, which the stdlib cannot
+    judge) on a long file cut in pieces: the piece that fails is not where the line is counted
+    from. The pieces are tried (the first text libcst gets is one), then the whole text."""
+    from devlint import parsing, syntax
 
     monkeypatch.setattr(parsing, "CHUNK_LINES", 4)
+    monkeypatch.setenv(syntax.ENV, "3.99")
+    parsed = []
+    real = parsing.cst.parse_module
+    monkeypatch.setattr(parsing.cst, "parse_module", lambda text, *a, **k: parsed.append(text) or real(text, *a, **k))
     text = "import torch\n" + "x = 1\n" * 20 + "def f(:\n    pass\n" + "y = 2\n" * 20
     found = lint(text, "long.py", precheck=False)
     assert [(f.code, f.line) for f in found] == [("DEV000", 22)]
+    assert len(parsed[0]) < len(text) and parsed[-1] == text
 
 
 def test_cpu_flow_follows_the_dataflow_tables():

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from devlint import syntax
+from devlint import memory_budget, syntax
 from devlint.lsp.document_lint import DocumentState, lint_text
 from devlint.lsp.settings import Settings
 from devlint.runner import check_source
@@ -64,3 +64,40 @@ def test_a_target_version_refusal_typed_inside_a_class(tmp_path):
     fresh = DocumentState()
     assert lint_text(CLASS, alone, fresh, settings) == cli(CLASS, alone)
     assert lint_text(with_match, alone, fresh, settings) == cli(with_match, alone) != cli(CLASS, alone)
+
+
+# ---- item 5: over the memory budget, the server takes the CLI's decision ---------------------
+
+def small_budget(monkeypatch, lines: int) -> None:
+    """A 1 MB budget that ``lines`` lines fill (nothing else costs), pieces of 4 lines."""
+    monkeypatch.setattr(memory_budget, "PIECE_LINES", 4)
+    monkeypatch.setattr(memory_budget, "MEMORY_BUDGET_MB", 1)
+    for name in ("PROCESS_BYTES", "TEXT_COPIES", "TEXT_BYTES_PER_LINE", "TOKEN_BYTES", "CHAR_COPIES",
+                 "PARSE_BYTES", "DEPTH_BYTES"):
+        monkeypatch.setattr(memory_budget, name, 0)
+    monkeypatch.setattr(memory_budget, "LINE_BYTES", (1 << 20) // lines)
+
+
+@pytest.mark.parametrize("newline, expected", [
+    ("\n", "lines 21-40 skipped: over the 1 MB memory budget, split the file"),  # cut in pieces
+    ("\r\n", "could not parse: 40 lines, over the 1 MB memory budget, with no cut that parses, line 1"),
+])
+def test_over_the_budget_the_server_reports_the_clis_dev000(monkeypatch, newline, expected):
+    """40 short lines, a budget of 20: far under the server's old 150,000-line limit, so it
+    analysed them all; now both take :func:`devlint.memory_budget.over_budget`'s decision."""
+    small_budget(monkeypatch, 20)
+    text = newline.join(["import torch", *(f"x{i} = torch.ones(1).cuda()" for i in range(39))]) + newline
+    path = "/nonexistent-devlint-test/long.py"
+    expected_cli = cli(text, path)
+    assert [f.message for f in expected_cli if f.code == "DEV000"] == [expected]
+    assert lint_text(text, path, DocumentState()) == expected_cli
+
+
+def test_deep_brackets_are_refused_by_the_server_as_by_the_cli():
+    """30 lines of calls 100 deep (libcst would hold most of a gigabyte parsing them): one
+    DEV000 from both, with the real budget."""
+    text = "import torch\n" + "".join(f"x{i} = " + "f(" * 100 + "y.cuda()" + ")" * 100 + "\n" for i in range(30))
+    path = "/nonexistent-devlint-test/deep.py"
+    expected = cli(text, path)
+    assert [f.code for f in expected] == ["DEV000"] and "over the 600 MB memory budget" in expected[0].message
+    assert lint_text(text, path, DocumentState()) == expected

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from devlint import syntax
+from devlint import memory_budget, syntax
 from devlint.engine import lint
 from devlint.parsing import parse_module
 from devlint.fix import fix_source
@@ -108,18 +108,17 @@ def test_parse_target(value, expected):
 # ---- item 5: long files (the budgets made small, so that the inputs stay small) -------------
 
 def budget_of(monkeypatch, lines: int) -> None:
-    """A memory budget of 1 MB that ``lines`` lines fill (the text itself costs nothing)."""
-    monkeypatch.setattr(syntax, "MEMORY_BUDGET_MB", 1)
-    monkeypatch.setattr(syntax, "PROCESS_BYTES", 0)
-    monkeypatch.setattr(syntax, "TEXT_BYTES_PER_CHAR", 0)
-    monkeypatch.setattr(syntax, "TEXT_BYTES_PER_LINE", 0)
-    monkeypatch.setattr(syntax, "CHAR_BYTES", 0)
-    monkeypatch.setattr(syntax, "LINE_BYTES", (1 << 20) // lines)
+    """A memory budget of 1 MB that ``lines`` lines fill (the text and its tokens cost nothing)."""
+    monkeypatch.setattr(memory_budget, "MEMORY_BUDGET_MB", 1)
+    for name in ("PROCESS_BYTES", "TEXT_COPIES", "TEXT_BYTES_PER_LINE", "TOKEN_BYTES", "CHAR_COPIES",
+                 "PARSE_BYTES", "DEPTH_BYTES"):
+        monkeypatch.setattr(memory_budget, name, 0)
+    monkeypatch.setattr(memory_budget, "LINE_BYTES", (1 << 20) // lines)
 
 
 @pytest.fixture
 def small_budget(monkeypatch):
-    monkeypatch.setattr(syntax, "PIECE_LINES", 4)
+    monkeypatch.setattr(memory_budget, "PIECE_LINES", 4)
     budget_of(monkeypatch, 20)
 
 
@@ -154,11 +153,43 @@ def test_past_the_line_budget_without_a_cut_the_file_is_one_dev000(small_budget)
 
 
 def test_the_memory_budget_keeps_fewer_lines_the_longer_they_are():
-    short, long = ["x1 = y.cuda()"] * 900_000, ["output_tensor_0000001 = some_input_tensor_value.cuda()"] * 900_000
-    kept_short, kept_long = syntax.lines_in_budget(short), syntax.lines_in_budget(long)
+    short = "".join(f"x{i} = y.cuda()\n" for i in range(900_000))
+    long = "".join(f"output_tensor_{i:07d} = some_input_tensor_value.cuda(non_blocking=True)\n" for i in range(900_000))
+    kept_short, kept_long = memory_budget.estimate(short).kept, memory_budget.estimate(long).kept
     assert kept_short is not None and kept_long is not None and 0 < kept_long < kept_short < 900_000
-    # what is kept is charged within the budget, one line more is not
-    room = syntax._room(sum(map(len, long)) + len(long), len(long))
-    per_line = syntax.LINE_BYTES + (len(long[0]) + 1) * syntax.CHAR_BYTES
-    assert kept_long * per_line <= room < (kept_long + 1) * per_line
-    assert syntax.lines_in_budget(short[:100_000]) is None
+    # what is kept is charged within the budget, one piece more is not
+    lines = long.split("\n")
+    bounds = memory_budget.piece_bounds(long, lines)
+    within = [b for b in bounds if b <= kept_long]
+    fits = memory_budget.plan(lines, within)
+    assert fits.kept is None and fits.bytes <= memory_budget.budget_bytes()
+    assert memory_budget.plan(lines, [*within, bounds[len(within)]]).kept == kept_long
+    assert memory_budget.estimate("".join(short.splitlines(keepends=True)[:100_000])).kept is None
+
+
+@pytest.mark.parametrize("text, tokens, depth", [
+    ("x = y.cuda()\n", 7, 0),
+    ("f(f(f(x)))", 10, 12),  # each token once per pair around it: 0+0+1+1+2+2+3+2+1+0
+    ("d = {'a (': [1, 2]}  # a comment (\n", 12, 10),  # a string and a comment: one token each
+    ('s = f"{a(b)}"\n', 11, 5),  # an f-string's fields are code, its braces brackets
+    ("z = (1,\n     2)\n", 7, 3),
+    ("x = (1]\n", 5, 1),
+])
+def test_tokens_and_brackets_are_counted_from_the_text(text, tokens, depth):
+    assert memory_budget.counts(text) == (tokens, depth)
+
+
+def test_deep_brackets_are_refused_before_libcst_parses_them(monkeypatch):
+    """50 lines of calls 100 deep: libcst's parser would hold gigabytes (the square of the
+    depth); the estimate refuses the file whole, and nothing is parsed by libcst."""
+    import libcst
+
+    def no_parse(*args, **kwargs):
+        raise AssertionError("libcst parsed a text over the budget")
+
+    monkeypatch.setattr(libcst, "parse_module", no_parse)
+    text = "import torch\n" + "".join(f"x{i} = " + "f(" * 100 + "y.cuda()" + ")" * 100 + "\n" for i in range(50))
+    assert memory_budget.estimate(text).kept == 0
+    ((line, column, code),) = found(text)
+    assert (line, column, code) == (1, 0, "DEV000")
+    assert "51 lines, over the 600 MB memory budget" in lint(text)[0].message

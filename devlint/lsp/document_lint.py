@@ -14,7 +14,7 @@ import logging
 from dataclasses import dataclass, field, replace
 from typing import Callable, Sequence
 
-from .. import noqa, settings as torch_settings, syntax
+from .. import memory_budget, noqa, settings as torch_settings, syntax
 from ..engine import enabled_rules, lint, lint_parsed_by, project_rules, triggered
 from ..finding import PARSE_ERROR, Finding
 from ..incremental import StatementCache
@@ -52,9 +52,10 @@ def _refused(body: str, clean: str, name: str, cache: StatementCache) -> Finding
 def _cli_only(text: str) -> bool:
     """Is ``text`` one the server leaves to ``devlint check``'s own pipeline: a NUL character
     (refused at it), a form feed in a statement's indentation (removed before libcst parses,
-    :func:`devlint.syntax.for_libcst`) or more lines than :data:`devlint.syntax.LINE_BUDGET`?"""
+    :func:`devlint.syntax.for_libcst`) or over the memory budget, by the decision the CLI takes
+    (:func:`devlint.memory_budget.over_budget`)?"""
     return ("\0" in text or ("\f" in text and bool(syntax.for_libcst(text, None)[1]))
-            or text.count("\n") >= syntax.LINE_BUDGET)
+            or memory_budget.over_budget(text))
 
 
 class Cancelled(BaseException):
