@@ -87,6 +87,8 @@ class Raw:
     state_nonfinite: list = field(default_factory=list)  # references: (name, count, numel)
     norms: dict = field(default_factory=dict)  # references: squared norms, filled by measure
     floor_errors: Errors | None = None  # the noise-floor run's, when one was measured
+    grad_max: float | None = None  # references: the largest |gradient| element (scale search hint)
+    unlabelled: bool = False  # stand-in runs: a module's name was needed in backward (rerun)
     ok: bool = True  # set once judged
 
 
@@ -107,10 +109,22 @@ def _update_unused(step: TrainingStep, optimizer) -> bool:
             and not isinstance(optimizer, torch.optim.SGD))
 
 
-def run_once(step: TrainingStep, device: str, mode: str, seed: int, *, keep: bool = False,
-         stand_in: bool = False, round_to: str | None = None, init_scale: float = INIT_SCALE,
-         ref: Raw | None = None, kernels: str = "emulated", bench: WorkingCopy | None = None,
-         on_graph: bool = False) -> Raw:
+def run_once(step: TrainingStep, device: str, mode: str, seed: int, **kwargs) -> Raw:
+    """One step on a copy of the model (:func:`_run_once`, whose arguments it takes). A
+    stand-in run follows only the forward's modules at first; when it needed a module's name
+    in backward (a backward op mixed devices or made a CPU tensor), it is run again with
+    the backward's modules followed too (:class:`standin.Tracker`), so the names are those
+    of a run that followed them throughout."""
+    raw = _run_once(step, device, mode, seed, **kwargs)
+    if raw.unlabelled:
+        raw = _run_once(step, device, mode, seed, backward_labels=True, **kwargs)
+    return raw
+
+
+def _run_once(step: TrainingStep, device: str, mode: str, seed: int, *, keep: bool = False,
+              stand_in: bool = False, round_to: str | None = None, init_scale: float = INIT_SCALE,
+              ref: Raw | None = None, kernels: str = "emulated", bench: WorkingCopy | None = None,
+              on_graph: bool = False, guess: int = 0, backward_labels: bool = False) -> Raw:
     """One step on a deep copy of the model.
 
     ``keep``: keep grads and updates (a reference); else compare with ``ref`` as soon as the
@@ -120,7 +134,9 @@ def run_once(step: TrainingStep, device: str, mode: str, seed: int, *, keep: boo
     (:mod:`devlint.runtime.emulate`), ``"native"`` runs PyTorch's CPU kernels. ``bench``:
     where the model copy comes from (one copy restored in place between runs), else a deep copy.
     ``on_graph``: float16 with the built-in step: settle the GradScaler's scale on this run's
-    forward graph (:func:`devlint.runtime.settle.on_graph`) and step at the scale found.
+    forward graph (:func:`devlint.runtime.settle.on_graph`, its search starting at ``guess``
+    halvings) and step at the scale found. ``backward_labels``: the stand-in run's tracker
+    follows the backward's modules too (else ``Raw.unlabelled`` says when it had to).
     """
     trim_heap()
     raw = Raw(device, mode)
@@ -132,6 +148,7 @@ def run_once(step: TrainingStep, device: str, mode: str, seed: int, *, keep: boo
     model = None
     phase = "copying the model"
     tracker_parents: set = set()
+    tracker = None
     ctx = None
     range_hooks: list = []
     try:
@@ -148,7 +165,7 @@ def run_once(step: TrainingStep, device: str, mode: str, seed: int, *, keep: boo
         start = {n: p for n, p in step.model.named_parameters()}
         if stand_in:
             raw.unmoved = standin.unregistered_tensors(model)
-            ctx = standin.stand_in(model)
+            ctx = standin.stand_in(model, backward_labels)
             mode_obj, tracker = ctx.__enter__()
             raw.mixes = mode_obj.mixes
             range_hooks = torch_modules.input_hooks(model, mode_obj)
@@ -237,7 +254,7 @@ def run_once(step: TrainingStep, device: str, mode: str, seed: int, *, keep: boo
                 raw.skipped_steps = 0 if scaler.is_enabled() else None  # no scale helps a forward
                 return raw
             if on_graph and scaler.is_enabled():
-                k = settle.on_graph(loss, [p for _, p in named], init_scale, MAX_HALVINGS)
+                k = settle.on_graph(loss, [p for _, p in named], init_scale, MAX_HALVINGS, guess)
                 if k is None:
                     return every_scale_skipped(raw)
                 init_scale /= 2 ** k
@@ -340,6 +357,8 @@ def run_once(step: TrainingStep, device: str, mode: str, seed: int, *, keep: boo
         raw.module = f"({phase})"
     finally:
         emu.close()
+        if tracker is not None:
+            raw.unlabelled = mode_obj.unlabelled
         for h in range_hooks:
             h.remove()
         if ctx is not None:

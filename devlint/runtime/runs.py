@@ -19,7 +19,7 @@ import warnings
 
 import torch
 
-from . import autocast_policy, by_module, emulate, standin
+from . import autocast_policy, by_module, emulate, settle, standin
 from .buffers import judge_state
 from .compare import Rounding, Tolerances, Verdict, judge, needs_floor, resolve_tolerances
 from .devices import unavailable as _available
@@ -40,12 +40,23 @@ _DTYPE_ERR = re.compile(r"dtype to be equal|same dtype|expected scalar type|dtyp
                         r"|but found (Float|BFloat16|Half)|Found dtype|expected both .* dtype", re.I)
 
 
+class _Stopped(Exception):
+    """A try of the replayed scale search raised or went non-finite: that try is the run."""
+
+    def __init__(self, raw: Raw):
+        super().__init__(raw.error)
+        self.raw = raw
+
+
 def _settled(step, device, mode, seed, ref, kernels: str = "emulated", bench=None) -> Raw:
     """The float16 run with the GradScaler settled: the first scale 2**16 / 2**k (k <= 24)
-    whose step is not skipped, found by bisection; ``skipped_steps = k``. With the built-in
-    step the bisection runs on one forward graph (backward passes only, :mod:`settle`)."""
+    whose step is not skipped (:func:`settle.least_finite`, starting from the halvings the
+    reference's largest gradient suggests, :func:`settle.hint`); ``skipped_steps = k``. With
+    the built-in step the search runs on one forward graph (backward passes only,
+    :mod:`settle`)."""
+    guess = settle.hint(_grad_max(ref), INIT_SCALE)
     raw = run_once(step, device, mode, seed, ref=ref, kernels=kernels, bench=bench,
-               on_graph=step.step_fn is None)
+                   on_graph=step.step_fn is None, guess=guess)
     if step.step_fn is None and raw.error and raw.error_kind == "other":
         # a graph that cannot be backpropagated twice (a checkpoint that frees what it
         # recomputes): replay the step per try instead
@@ -56,19 +67,33 @@ def _settled(step, device, mode, seed, ref, kernels: str = "emulated", bench=Non
         if raw.scale is not None:
             raw.skipped_steps = 0
         return raw
-    lo, hi, best = 1, MAX_HALVINGS, None
-    while lo <= hi:
-        k = (lo + hi) // 2
+    trials: dict[int, Raw] = {}
+
+    def finite(k: int) -> bool:
         trial = run_once(step, device, mode, seed, ref=ref, init_scale=INIT_SCALE / 2 ** k,
-                     kernels=kernels, bench=bench)
+                         kernels=kernels, bench=bench)
         if trial.error or trial.nonfinite:
-            return trial
-        if trial.skipped_steps is None:
-            best, trial.skipped_steps = trial, k
-            hi = k - 1
-        else:
-            lo = k + 1
-    return every_scale_skipped(raw) if best is None else best
+            raise _Stopped(trial)
+        trials[k] = trial
+        return trial.skipped_steps is None
+
+    try:
+        k = settle.least_finite(finite, MAX_HALVINGS, guess, first_overflows=True, redo=False)
+    except _Stopped as stop:
+        return stop.raw
+    if k is None:
+        return every_scale_skipped(raw)
+    trials[k].skipped_steps = k
+    return trials[k]
+
+
+def _grad_max(ref: Raw) -> float:
+    """The largest absolute element of the reference's gradients (0.0 without any), kept
+    on ``ref`` after the first call."""
+    if ref.grad_max is None:
+        grads = [g for g in ref.grads.values() if g is not None and g.numel()]
+        ref.grad_max = float(torch.stack(torch._foreach_norm(grads, float("inf"))).max()) if grads else 0.0
+    return ref.grad_max
 
 
 def _judge_run(step, raw: Raw, ref: Raw, tol: Tolerances, seed: int, cross_device: bool,

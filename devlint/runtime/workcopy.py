@@ -69,8 +69,9 @@ class WorkingCopy:
         if self.copy is not None:
             sig, dst = self._signature(self.copy)
             if sig == self._sig:
-                with torch.no_grad():
-                    torch._foreach_copy_(dst, self._src)
+                if dst:  # (a model with no parameters or buffers of its own: nothing to copy)
+                    with torch.no_grad():
+                        torch._foreach_copy_(dst, self._src)
                 for t in dst:
                     t.grad = None
                 return self.copy
@@ -93,7 +94,8 @@ class WorkingCopy:
                         if id(t) not in plain:
                             plain[id(t)] = make(t)
                         store[name] = plain[id(t)]
-        model._apply(lambda t: t)  # what modules derive from their parameters (RNN flat weights)
+        if any(type(m)._apply is not torch.nn.Module._apply for m in model.modules()):
+            model._apply(lambda t: t)  # what modules derive from their parameters (RNN flat weights)
         if any(_holds_tagged(v) for mod in model.modules() for k, v in vars(mod).items()
                if k not in ("_parameters", "_buffers", "_modules")):
             self.copy = None
