@@ -43,6 +43,9 @@ CPU_OK = {
     _aten.lstm.data, _aten.gru.data, _aten.rnn_tanh.data, _aten.rnn_relu.data,
     _aten.set_.source_Tensor, _aten.lift_fresh.default, _aten.lift_fresh_copy.default,
 }
+#: The attributes every ``nn.Module`` has (its parameter, buffer and submodule tables, its hook
+#: tables, ``training``): no tensor of the user's is kept there outside the first three.
+MODULE_INTERNALS = frozenset(vars(torch.nn.Module()))
 #: Ops whose later outputs stay on the CPU even on CUDA (packed-sequence batch sizes).
 _FIRST_OUTPUT_ONLY = {_aten._pack_padded_sequence.default}
 
@@ -293,7 +296,7 @@ def unregistered_tensors(model: torch.nn.Module) -> dict[int, tuple]:
     for mname, mod in model.named_modules():
         prefix = f"{mname}." if mname else ""
         for attr, val in vars(mod).items():
-            if attr in ("_parameters", "_buffers", "_modules"):
+            if attr in MODULE_INTERNALS:
                 continue
             if isinstance(val, torch.Tensor) and not isinstance(val, torch.nn.Parameter):
                 found[id(val)] = ("attribute", prefix + attr, None)

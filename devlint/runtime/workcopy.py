@@ -97,7 +97,7 @@ class WorkingCopy:
         if any(type(m)._apply is not torch.nn.Module._apply for m in model.modules()):
             model._apply(lambda t: t)  # what modules derive from their parameters (RNN flat weights)
         if any(_holds_tagged(v) for mod in model.modules() for k, v in vars(mod).items()
-               if k not in ("_parameters", "_buffers", "_modules")):
+               if k not in standin.MODULE_INTERNALS):
             self.copy = None
 
 
