@@ -206,10 +206,18 @@ def _run_once(step: TrainingStep, device: str, mode: str, seed: int, *, keep: bo
 
         def capture(opt, args, kwargs):
             captured.clear()
-            # the built-in step never touches the gradients after this: no copy needed
+            # the built-in step never touches the gradients after this: no copy needed, and no
+            # detach of a gradient that needs none (a dispatched op each on the stand-in)
             own = step.step_fn is None
-            captured.update({n: None if p.grad is None else (p.grad.detach() if own else p.grad.detach().clone())
-                             for n, p in named})
+
+            def kept(g):
+                if g is None:
+                    return None
+                if own:
+                    return g.detach() if g.requires_grad else g
+                return g.detach().clone()
+
+            captured.update({n: kept(p.grad) for n, p in named})
             for n, g in captured.items():  # sparse gradients (Embedding(sparse=True)): compare dense
                 if g is not None and g.layout != torch.strided:
                     captured[n] = g.to_dense()
