@@ -326,3 +326,42 @@ def test_round_range_rounds_what_float16_cannot_hold_as_the_conversion_does():
     assert round_range(x, "bfloat16") is x
     big = x.abs() + 1
     assert round_range(big, "float16") is big  # nothing below 2**-14: the tensor itself
+
+
+class _CpuOnesInBackward(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad * 2 + torch.ones(grad.shape)  # bug: made on the CPU, in backward only
+
+
+class _Doubler(nn.Module):
+    def forward(self, x):
+        return _CpuOnesInBackward.apply(x)
+
+
+def _steps_with(middle):
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 16), middle, nn.Linear(16, 4))
+    return TrainingStep(model, (torch.randn(6, 8),), lambda m, b: m(b[0]).square().mean(),
+                        lambda p: torch.optim.SGD(p, lr=1e-3))
+
+
+def test_a_backward_mix_is_named_by_a_rerun_that_follows_the_backward(monkeypatch):
+    # the stand-in first follows the forward's modules only; a CPU tensor met in backward is
+    # named after a rerun that follows the backward's too, as a run that followed them throughout
+    calls = []
+    orig = replay._run_once
+    monkeypatch.setattr(replay, "_run_once", lambda *a, **k: calls.append(k.get("backward_labels", False))
+                        or orig(*a, **k))
+    r = check_step(_steps_with(_Doubler()), devices=["cpu"], modes=["float32"])
+    (f,) = r.findings
+    assert (f.kind, f.module, f.op) == ("device-placement", "1 (_Doubler)", "aten.add.Tensor")
+    assert "(backward)" in f.message and "aten.ones" in f.name
+    assert calls == [False, True]
+    calls.clear()
+    assert check_step(_steps_with(nn.ReLU()), devices=["cpu"], modes=["float32"]).ok
+    assert calls == [False]  # nothing named in backward: no rerun

@@ -67,3 +67,46 @@ def test_checkpointed_models_settle_as_when_replayed(reentrant):
     ref = replay.run_once(step, "cpu", "float32", 0, keep=True)
     raw = runs._settled(step, "cpu", "float16", 0, ref, "native")
     assert raw.error is None and raw.errors is not None and 3 <= raw.skipped_steps <= 12
+
+
+@pytest.mark.parametrize("hint", [0, 1, 3, 7, 8, 9, 20, 24, 30])
+@pytest.mark.parametrize("answer", [0, 1, 5, 8, 24, None])
+def test_least_finite_finds_the_bisection_answer_from_any_hint(answer, hint):
+    calls = []
+
+    def finite(k):
+        calls.append(k)
+        return answer is not None and k >= answer
+
+    assert settle.least_finite(finite, 24, hint) == answer
+    assert len(calls) - (calls[-1] in calls[:-1]) == len(set(calls))  # one try per k (the last may be redone)
+    if answer is not None:
+        assert calls[-1] == answer  # the caller's gradients are the answer's
+    if answer is not None and hint == answer:
+        assert len(calls) == (2 if answer else 1)  # a right guess: hint - 1 overflows, hint does not
+
+
+def test_the_hint_is_where_the_largest_reference_gradient_fits_float16():
+    assert settle.hint(0.5, 2.0 ** 16) == 0  # 32768 < 65504
+    assert settle.hint(1.0, 2.0 ** 16) == 1  # 65536 overflows, 32768 does not
+    assert settle.hint(37.4, 2.0 ** 16) == 6
+    assert settle.hint(float("inf"), 2.0 ** 16) == 0 and settle.hint(0.0, 2.0 ** 16) == 0
+
+
+def test_a_replayed_search_starts_at_the_hint(monkeypatch):
+    step = _step()
+    ref = replay.run_once(step, "cpu", "float32", 0, keep=True)
+    base = runs.run_once(step, "cpu", "float16", 0, ref=ref, kernels="native", on_graph=False)
+    assert base.skipped_steps == 1  # the first scale overflows: a search follows
+    scales = []
+    orig = runs.run_once
+
+    def counted(*a, **k):
+        scales.append(k.get("init_scale", replay.INIT_SCALE))
+        return orig(*a, **{**k, "on_graph": False})
+
+    monkeypatch.setattr(runs, "run_once", counted)
+    raw = runs._settled(step, "cpu", "float16", 0, ref, "native")
+    k = raw.skipped_steps
+    assert settle.hint(runs._grad_max(ref), replay.INIT_SCALE) == k  # the guess is right here
+    assert scales == [2.0 ** 16, 2.0 ** 16 / 2 ** (k - 1), 2.0 ** 16 / 2 ** k]  # not a bisection's 5-6 tries
