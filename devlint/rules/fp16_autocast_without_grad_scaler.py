@@ -30,7 +30,8 @@ finding is on the autocast call (the `with` item or the decorator). Left alone:
 unless the device type is a literal `"cuda"`); inference (no backward in the scope). A device
 type held in an expression with no dtype (`torch.autocast(device_type=device.type)`,
 `str(device)`) is float16 wherever that device is CUDA, so it counts as float16; a scope where a scaler held elsewhere (`self.scaler`, a parameter named like a
-scaler) wraps the loss with `.scale(...)`; `enabled=False`; a backward on the other arm of the
+scaler) wraps the loss with `.scale(...)`, or that steps the optimizer through a scaler
+(`self.scaler.step(optimizer)`: the loss is scaled out of sight, e.g. by a backward callback); `enabled=False`; a backward on the other arm of the
 `if` that opens the region (`if use_amp: with autocast(...): ... else: loss.backward()`), which
 never runs after it. A context manager bound to an autocast call (`ctx = torch.autocast(...)`,
 also on one arm of an `if` with `nullcontext()` on the other) opens the region at `with ctx:`,
@@ -86,13 +87,25 @@ def train_step(x, grad_scaler):
     with torch.autocast(dev, dtype=torch.float16):
         loss = model(x).mean()
     grad_scaler.scale(loss).backward()
+
+
+class Trainer:
+    def step(self, x):
+        with torch.autocast(dev, dtype=torch.float16):
+            loss = model(x).mean()
+        if self.scaler is not None:
+            self.backward_callback(self, loss)  # scales the loss and calls backward
+        else:
+            loss.backward()
+        self.scaler.step(opt)
+        self.scaler.update()
 ''',
     )
     fix_safety = "This rule has no autofix: adding a GradScaler changes the step and the update."
 
     def check(self, frame: Frame) -> None:
-        if any(e.kind == "scale" or (e.kind == "backward" and e.scaled) for e in frame.events):
-            return
+        if any(e.kind in ("scale", "step", "unscale") or (e.kind == "backward" and e.scaled) for e in frame.events):
+            return  # a scaler steps the optimizer here: the loss is scaled where it cannot be seen (a callback)
         backwards = list(frame.of("backward"))
         for region, order in frame.regions:
             if region.active and region.maybe_float16 and any(

@@ -37,7 +37,8 @@ flags `optimizer.step()` called directly on an optimizer tied to the scaled loss
 unscaled one, as a GAN's generator next to `scaler.step(optimizer_d)`), and `loss.backward()` (or `torch.autograd.backward(loss)`) on a loss that was
 not scaled. Code on the other arm of an `if` that chooses between the AMP and the plain path
 (`if scaler is not None: ... else: ...`, also split over two `if` statements testing the same
-condition) is left alone, as are optimizers not tied to the scaled loss, learning-rate
+condition, and any arm whose other arm uses a scaler, as a GAN's two `if` statements with one
+scaler each) is left alone, as are optimizers not tied to the scaled loss, learning-rate
 schedulers, and code that runs before the scope builds its GradScaler (a script's plain fp32
 baseline loop ahead of `scaler = torch.amp.GradScaler()`)."""
     why_bad = """
@@ -87,6 +88,26 @@ sched.step()
         scaler.update()
     else:
         opt.step()
+
+
+def gan_step(state, disc_loss):
+    if state.amp and state.g_scaler is not None:
+        with torch.autocast("cuda" if torch.cuda.is_available() else "cpu"):
+            gen_loss = state.generator_loss()
+        state.g_scaler.scale(gen_loss).backward()
+        state.g_scaler.step(state.g_opt)
+        state.g_scaler.update()
+    else:
+        gen_loss = state.generator_loss()
+        gen_loss.backward()
+        state.g_opt.step()
+    if state.amp and state.d_scaler is not None:
+        state.d_scaler.scale(disc_loss).backward()
+        state.d_scaler.step(state.d_opt)
+        state.d_scaler.update()
+    else:
+        disc_loss.backward()
+        state.d_opt.step()
 ''',
     )
     fix_safety = "This rule has no autofix."
@@ -100,7 +121,7 @@ sched.step()
         scaler = next((e.scaler for e in frame.events if e.scaler), "scaler")
         tied = {e.target for e in frame.events if e.kind in ("step", "unscale") and e.target}
         for event in frame.events:
-            if event.kind in ("opt_step", "backward") and _before_scaler(frame, event):
+            if event.kind in ("opt_step", "backward") and (_before_scaler(frame, event) or _other_arm_scales(frame, event)):
                 continue
             if event.kind == "opt_step":
                 if steps and event.target not in tied and not _brackets_scaled_backward(frame, event, amp):
@@ -113,6 +134,18 @@ sched.step()
             elif event.kind == "backward" and not event.scaled:
                 if any(amp.compatible(event, s) for s in scaled):
                     self.report_at(event, self.message.format(what="an unscaled backward()", fix=f"call {scaler}.scale(loss).backward()"))
+
+
+def _other_arm_scales(frame: Frame, event) -> bool:
+    """Does ``event`` sit on one arm of an ``if`` whose other arm uses the scaler (``if
+    scaler is not None: scaler.scale(loss).backward() ... else: loss.backward()``)? That arm
+    is the path without a scaler, written out by the author, whatever the test says."""
+    arms = {id(node): arm for node, arm in event.path}
+    for other in frame.events:
+        if other.kind in ("scale", "step", "unscale") or (other.kind == "backward" and other.scaled):
+            if any(arms.get(id(node), arm) != arm for node, arm in other.path):
+                return True
+    return False
 
 
 def _before_scaler(frame: Frame, event) -> bool:

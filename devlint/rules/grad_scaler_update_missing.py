@@ -39,7 +39,8 @@ the other arm of an `if` does not count; a step and an update together under one
 (gradient accumulation: `if (i + 1) % accum == 0:`), an update after a conditional step, and
 several `scaler.step` calls (two optimizers, also `for opt in optimizers: scaler.step(opt)`
 followed by one `update()` after that loop) sharing one `update()` are fine, and so is a
-scaler held by the object (`self.scaler`) whose `update()` another method of the file calls."""
+scaler held by the object (`self.scaler`) whose `update()` another method of the file calls
+(also through an object it holds: `self.learn.scaler.update()`)."""
     why_bad = """
 `update()` adjusts the scale factor and resets the scaler's per-step state. Without it the
 scale never grows back after an overflow, and the next `scaler.step` raises `RuntimeError:
@@ -69,6 +70,16 @@ step() has already been called since the last update()`."""
             scaler.step(opt)
         scaler.update()
 ''',
+        '''class MixedPrecisionCallback:
+    def before_backward(self):
+        self.learn.loss = self.scaler.scale(self.learn.loss)
+
+    def before_step(self):
+        self.scaler.step(self.learn.opt)
+
+    def after_step(self):
+        self.learn.scaler.update()  # the learner's scaler, which self.scaler reads
+''',
     )
     fix_safety = """
 The fix is unsafe: it adds `scaler.update()` on the line after `scaler.step(...)`, which
@@ -87,7 +98,10 @@ between raises `RuntimeError`), and the step is a statement of its own line."""
     def _updated_elsewhere(self, scaler: str) -> bool:
         """Does the text call ``{scaler}.update(`` (``scaler``: ``self.`` and attributes)?"""
         if _DOTTED.fullmatch(scaler):
-            return scaler in self._object_updates
+            # also through an object it holds under the same name: self.learn.scaler.update()
+            # beside self.scaler.step(self), as a training callback does with its learner's scaler
+            last = scaler.rsplit(".", 1)[-1]
+            return scaler in self._object_updates or any(u.rsplit(".", 1)[-1] == last for u in self._object_updates)
         self.ctx.note_read(None)  # a name the pattern does not cover: the whole text is read
         return f"{scaler}.update(" in self.ctx.text
 
