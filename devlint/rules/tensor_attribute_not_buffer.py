@@ -7,6 +7,7 @@ import ast
 import libcst as cst
 
 from ..dataflow import CPU, DeviceFlow
+from ..expression_kinds import _one_dimensional
 from ..precheck import CpuFlow, methods_of, walk
 from ..rule import Rule
 
@@ -16,7 +17,7 @@ _CUSTOM_MOVE = frozenset({"_apply", "to", "cuda", "_load_from_state_dict"})
 
 
 class _ClassState:
-    __slots__ = ("info", "candidates", "reads", "handled", "excluded", "inherited", "read_at", "assigned")
+    __slots__ = ("info", "candidates", "reads", "handled", "excluded", "inherited", "read_at", "assigned", "one_d")
 
     def __init__(self, info, inherited=None) -> None:
         self.info = info
@@ -29,6 +30,7 @@ class _ClassState:
         self.inherited = inherited
         self.read_at: dict[str, cst.CSTNode] = {}  # first read in forward of an inherited tensor
         self.assigned: set[str] = set()  # attributes this class's __init__ sets or registers
+        self.one_d: set[str] = set()  # candidates made by a 1-D factory (torch.linspace(a, b, n))
 
 
 def _inherited(ctx, node: cst.ClassDef):
@@ -101,6 +103,14 @@ Expected all tensors to be on the same device`. The tensor is also missing from 
     def forward(self, x):
         return x + self.pe[: x.size(0)]
 ''',
+        '''class Diffusion(nn.Module):
+    def __init__(self, steps=1000):
+        super().__init__()
+        self.alphas = torch.linspace(0.9999, 0.98, steps)  # expect: DEV113
+
+    def forward(self, x, t):
+        return x * self.alphas[t].sqrt()[:, None]
+''',
     )
     clean = (
         '''class Normalize(nn.Module):
@@ -113,6 +123,15 @@ Expected all tensors to be on the same device`. The tensor is also missing from 
     def forward(self, x):
         n = self.table.shape[0]
         return (x - self.mean[None, :, None, None]) * self.scale[None, :, None, None] / n
+
+
+class ScheduledLoss(nn.Module):
+    def __init__(self, epochs=30):
+        super().__init__()
+        self.temperatures = torch.linspace(0.04, 0.07, epochs)
+
+    def forward(self, logits, epoch: int):
+        return (logits / self.temperatures[epoch]).softmax(-1)  # one element: a 0-dim tensor
 ''',
     )
     fix_safety = "This rule has no autofix: `persistent=False` or not is the author's choice."
@@ -196,6 +215,8 @@ Expected all tensors to be on the same device`. The tensor is also missing from 
                     state.assigned.add(t.attr.value)
                     if v is not None and v.kind == CPU and not v.explicit and not v.module:
                         state.candidates[t.attr.value] = node
+                        if node.value.__class__ is cst.Call and _one_dimensional(node.value):
+                            state.one_d.add(t.attr.value)
                     else:
                         state.candidates.pop(t.attr.value, None)
             return
@@ -225,6 +246,22 @@ Expected all tensors to be on the same device`. The tensor is also missing from 
             if func.attr.value in _MOVES or func.attr.value in _SHAPE_ONLY:
                 state.excluded.add(id(func.value))
 
+    def visit_Subscript(self, node: cst.Subscript) -> None:
+        """``self.schedule[epoch]`` of a 1-D factory result with an integer (a literal, or a
+        ``forward`` parameter annotated ``int``): one element, a 0-dim tensor, which CUDA kernels
+        accept beside device tensors. Not ``self.alphas[t]`` with ``t`` a tensor of steps."""
+        state = self._state("forward")
+        inner = node.value
+        if state is None or inner.__class__ is not cst.Attribute or inner.attr.value not in state.one_d:
+            return
+        if len(node.slice) != 1 or node.slice[0].slice.__class__ is not cst.Index:
+            return
+        index = node.slice[0].slice.value
+        flow = self.ctx.analysis(DeviceFlow)
+        if (index.__class__ is cst.Integer or (index.__class__ is cst.Name and _int_param(flow.frame.node, index.value))) and (
+                flow.is_self(inner.value)):
+            state.excluded.add(id(inner))
+
     def visit_Attribute(self, node: cst.Attribute) -> None:
         state = self._state("forward")
         if state is None:
@@ -238,4 +275,16 @@ Expected all tensors to be on the same device`. The tensor is also missing from 
         if state.inherited is not None and flow.is_self(inner) and id(node) not in state.excluded:
             state.read_at.setdefault(node.attr.value, node)
 
+
+def _int_param(function: cst.CSTNode, name: str) -> bool:
+    """Is ``name`` a parameter of ``function`` annotated as an integer (``int``,
+    ``Optional[int]``, ``int | None``)?"""
+    params = getattr(function, "params", None)
+    if params is None:
+        return False
+    for param in (*params.posonly_params, *params.params, *params.kwonly_params):
+        if param.name.value == name and param.annotation is not None:
+            text = cst.Module([]).code_for_node(param.annotation.annotation).replace(" ", "")
+            return text in ("int", "Optional[int]", "int|None", "None|int")
+    return False
 
