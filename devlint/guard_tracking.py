@@ -95,11 +95,24 @@ class GuardTracker(Participant):
 
     def visit_For(self, node: cst.For) -> None:
         # for i in range(torch.cuda.device_count()): the body runs only with a device
-        it = node.iter
+        if self._counts_devices(node.iter):
+            self.ctx.guard(node.body)
+
+    def _counts_devices(self, it: cst.BaseExpression) -> bool:
+        """``range(torch.cuda.device_count())``, ``range(n_gpus)`` with ``n_gpus`` assigned from
+        it: no iteration without a device."""
         if isinstance(it, cst.Call) and dotted(it.func) == "range" and it.args:
             last = it.args[-1].value if len(it.args) == 1 else it.args[1].value
-            if isinstance(last, cst.Call) and guards.polarity(last, self.ctx) == 1:
-                self.ctx.guard(node.body)
+            return isinstance(last, (cst.Call, cst.Name, cst.Attribute)) and guards.polarity(last, self.ctx) == 1
+        return False
+
+    def _comprehension(self, node) -> None:
+        """``[torch.device(f"cuda:{i}") for i in range(torch.cuda.device_count())]``: as a loop."""
+        if node.for_in.inner_for_in is None and self._counts_devices(node.for_in.iter):
+            for part in (getattr(node, "elt", None), getattr(node, "key", None), getattr(node, "value", None)):
+                self.ctx.guard(part)
+
+    visit_ListComp = visit_SetComp = visit_GeneratorExp = visit_DictComp = _comprehension
 
     def visit_Try(self, node: cst.Try) -> None:
         if guards.broad_handler(node):

@@ -185,7 +185,10 @@ def _comparison(expr: cst.Comparison, ctx) -> int:
     ):
         # len(torch.cuda.default_generators) > 0
         return 1 if isinstance(op, (cst.GreaterThan, cst.GreaterThanEqual, cst.NotEqual)) else 0
-    if left_call and ctx.names.resolve(left.func) in AVAILABILITY:
+    counted = left_call and ctx.names.resolve(left.func) in AVAILABILITY
+    if not counted and left.__class__ in (cst.Name, cst.Attribute) and right.__class__ is cst.Integer:
+        counted = dotted(left) in ctx.guard_names  # n_gpus = torch.cuda.device_count(); if n_gpus == 0:
+    if counted:
         # device_count() > 0, is_available() == True, device_count() == 0
         if right.__class__ is cst.Integer and right.value == "0":
             if isinstance(op, (cst.GreaterThan, cst.NotEqual)):

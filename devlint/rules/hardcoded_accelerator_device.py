@@ -59,9 +59,12 @@ a device: `torch.device("cuda")`, `.to("cuda")`, `device="cuda"` on any call,
 an index built into the string (`f"cuda:{rank}"`, `"cuda:{}".format(rank)`), and a name bound
 to such a literal that is then used as a device (the assignment is reported, each one where the
 name is bound to a literal twice, as with `device = f"cuda:{local_rank}"` in a DDP branch).
-`torch.amp.GradScaler("cuda", enabled=...)` is left alone when the `enabled=` expression tests
-the device (`device.type == "cuda"`, `torch.cuda.is_available()`), not when it is a plain flag
-(`enabled=args.amp`). Code under an
+`torch.amp.GradScaler("cuda", enabled=...)` and `torch.autocast("cuda", enabled=...)` are left
+alone when the `enabled=` expression tests the device (`device.type == "cuda"`, `x.is_cuda`,
+`torch.cuda.is_available()`), not when it is a plain flag (`enabled=args.amp`); so is an autocast
+with `enabled=False` (it turns CUDA autocast off, using no device), and the `device_type` of
+`torch.random.fork_rng`. Code in a loop or comprehension over `range(torch.cuda.device_count())`
+(or a name assigned from it) and under `if n_gpus > 0:` with such a name is guarded. Code under an
 availability guard (`if torch.cuda.is_available():`, `"cuda" if torch.cuda.is_available() else
 "cpu"`, `if device.type == "cuda":`, a name assigned from such a test) is left alone, as are
 comparisons (`x.device == torch.device("cuda")`) and strings that are not devices. A
@@ -107,6 +110,23 @@ print("running on", "cuda")
 if not torch.cuda.is_available():
     device = "cpu"
 model = torch.nn.Linear(4, 2).to(device)
+''',
+        '''def quantize(x, codebook, amp):
+    with torch.autocast("cuda", enabled=False):  # CUDA autocast off here: no device is used
+        distances = torch.cdist(x.float(), codebook.float())
+    with torch.autocast("cuda", enabled=amp and x.is_cuda):  # on only where x is on CUDA
+        return distances.argmin(-1)
+
+
+def all_gpus():
+    return [torch.device(f"cuda:{i}") for i in range(torch.cuda.device_count())]
+
+
+def gpus_or_cpu():
+    count = torch.cuda.device_count()
+    if count == 0:
+        return [torch.device("cpu")]
+    return [torch.device(f"cuda:{i}") for i in range(count)]
 ''',
     )
     fix_safety = """
@@ -211,8 +231,13 @@ in scope, there is no fix: which variable to pass is the author's choice."""
             for a in node.args
         ):
             return  # enabled= (perhaps in **kwargs) decides per device; the literal names the kind
-        if name in ("torch.amp.custom_fwd", "torch.amp.custom_bwd"):
-            return  # device_type there names the autocast state to check: harmless on a CPU
+        if name in _AUTOCASTS and any(
+            a.keyword is not None and a.keyword.value == "enabled" and (_false(a.value) or _tests_device(a.value, self.ctx))
+            for a in node.args
+        ):
+            return  # autocast("cuda", enabled=False) turns CUDA autocast off; enabled=x.is_cuda only on CUDA
+        if name in ("torch.amp.custom_fwd", "torch.amp.custom_bwd", "torch.random.fork_rng"):
+            return  # device_type there names the autocast state to check / the generators to fork: harmless on a CPU
         for arg in device_arguments(node, self.ctx):
             arg = self._arm(arg)
             device = literal_device(arg)
@@ -297,6 +322,14 @@ def _flagged_arm(expr: cst.BaseExpression, ctx) -> cst.BaseExpression | None:
             if literal_device(arm) is not None:
                 return arm
     return None
+
+
+#: autocast regions, whose ``enabled=False`` or device test makes a literal device type harmless
+_AUTOCASTS = frozenset({"torch.autocast", "torch.amp.autocast", "torch.amp.autocast_mode.autocast"})
+
+
+def _false(expr: cst.BaseExpression) -> bool:
+    return expr.__class__ is cst.Name and expr.value == "False"
 
 
 #: Calls whose first argument is a device *type* that the guarded choice may replace.
