@@ -136,7 +136,10 @@ as is code that supports old PyTorch versions on purpose: the deprecated spellin
 arm of a version test (`torch.amp.GradScaler("cuda") if _TORCH_GREATER_EQUAL_2_4 else
 torch.cuda.amp.GradScaler()`, `if is_torch_version(">=", "2.3"): ... else: ...`), in an
 `except ImportError`/`except AttributeError` fallback, and a bare reference that probes for
-the name (`_ = torch.cpu.amp.autocast` in a `try`)."""
+the name (`_ = torch.cpu.amp.autocast` in a `try`). A version test may be a name assigned from
+one (`HAS_DEVICE = version.parse(torch.__version__) >= ...`); a name such a fallback imports
+that another import binds too (`from torch.amp import GradScaler` on the other arm) is left
+alone where it is used."""
     why_bad = """
 These names are deprecated since PyTorch 2.4 and warn on every use (`FutureWarning:
 torch.cuda.amp.GradScaler(args...) is deprecated`). They also hard-code the device: the
@@ -155,6 +158,20 @@ with torch.cuda.amp.autocast():  # expect: DEV206
 scaler = torch.amp.GradScaler(dev)
 with torch.autocast(dev, dtype=torch.bfloat16):
     y = nn.Linear(2, 2).to(dev)(torch.ones(1, 2, device=dev))
+''',
+        '''from packaging import version
+
+SCALER_TAKES_DEVICE = version.parse(torch.__version__).release >= (2, 3)
+if SCALER_TAKES_DEVICE:
+    from torch.amp import GradScaler
+else:
+    from torch.cuda.amp import GradScaler
+
+
+def make_scaler(enabled: bool) -> GradScaler:
+    if SCALER_TAKES_DEVICE:
+        return GradScaler("cuda" if torch.cuda.is_available() else "cpu", enabled=enabled)
+    return GradScaler(enabled=enabled)
 ''',
     )
     fix_safety = """
@@ -287,7 +304,15 @@ with its own (unsafe) fix to the device in scope: with `--unsafe-fixes` both app
 
     # -- code for old PyTorch versions --------------------------------------------------------
     def _version_test(self, test: cst.BaseExpression) -> bool:
-        return bool(_VERSION_GATE.search(self._printer.code_for_node(test)))
+        if _VERSION_GATE.search(self._printer.code_for_node(test)):
+            return True
+        if test.__class__ is cst.UnaryOperation:
+            test = test.expression
+        if test.__class__ is not cst.Name:
+            return False
+        # HAS_DEVICE_ARG = version.parse(torch.__version__) >= ...: a flag set from the version
+        bound = re.search(rf"^[ \t]*{re.escape(test.value)}[ \t]*(:[^=\n]*)?=(?!=)(.*)$", self.ctx.text, re.M)
+        return bound is not None and bool(_VERSION_GATE.search(bound.group(2)))
 
     def _fallback(self, kind: cst.BaseExpression) -> bool:
         return any(e in self._printer.code_for_node(kind) for e in _FALLBACK_ERRORS)
@@ -373,10 +398,15 @@ with its own (unsafe) fix to the device in scope: with `--unsafe-fixes` both app
             for local, name in group.names.items():
                 for ref in self._refs.get(local, ()):
                     fixes[id(ref) if name is not None else id(self._parents.get(id(ref), ref))] = fix
+        # from torch.cuda.amp import GradScaler only as the old-torch arm of a version test, the
+        # name bound by another import too: its uses name whichever the running torch has
+        fallback = {local for group in self._groups if group.gated for local in group.names if self._bound.get(local, 0) > 1}
         ctx = self.ctx
         saved = ctx.statement_index
         try:
             for found, name, message, top in self._found:
+                if found.__class__ is cst.Name and found.value in fallback:
+                    continue
                 ctx.statement_index = top  # the statement holding the node (see FrameRule.report_at)
                 fix = fixes.get(id(found))
                 if fix is None and isinstance(found, cst.ImportAlias):
