@@ -161,7 +161,8 @@ def polarity(expr: cst.BaseExpression, ctx) -> int:
     if t is cst.Name or t is cst.Attribute:
         name = dotted(expr)
         if name is None:
-            return 0
+            # tables[0].is_cuda, self.buffers()[0].is_cuda: a test on a value, whatever it is
+            return 1 if t is cst.Attribute and expr.attr.value in _DEVICE_PROPERTIES else 0
         if name in ctx.guard_names:
             return 1
         if name in ctx.negative_guard_names:
