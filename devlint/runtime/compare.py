@@ -433,6 +433,7 @@ class Verdict:
     loss_ok: bool
     how: str
     missing: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # for the report (conditioning.confirm)
 
 
 def judge(errors: Errors, mode: str, tol: Tolerances, floor: Errors | None = None,

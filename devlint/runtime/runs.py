@@ -19,7 +19,7 @@ import warnings
 
 import torch
 
-from . import autocast_policy, by_module, emulate, settle, standin
+from . import autocast_policy, by_module, conditioning, emulate, settle, standin
 from .buffers import judge_state
 from .compare import Rounding, Tolerances, Verdict, judge, needs_floor, resolve_tolerances
 from .devices import unavailable as _available
@@ -130,6 +130,12 @@ def _judge_run(step, raw: Raw, ref: Raw, tol: Tolerances, seed: int, cross_devic
                             wide.state if wide is not None else None) if state else []
         if verdict.ok and not state:
             break
+    if not verdict.ok and quick is None:  # the failure path only: is it the gradient's own?
+        def rejudge(drop, wide=wide, scale=scale):
+            w = conditioning.without
+            return judge(w(raw.errors, drop), raw.mode, tol, floor=w(floor.errors, drop), adaptive=raw.adaptive,
+                         wide_floor=w(wide, drop), wide_scale=scale if scale != tol.k else None)
+        verdict = conditioning.confirm(step, raw, ref, seed, verdict, rejudge, run_once, bench)
     return verdict, state
 
 
@@ -318,6 +324,7 @@ def _row(step, raw: Raw, ref: Raw, tol: Tolerances, seed: int, cross: bool, repo
     run.loss_err, run.grad_err, run.floor = verdict.loss_err, verdict.grad_err, verdict.floor
     run.update_err, run.how, run.excluded = verdict.update_err, verdict.how, verdict.excluded
     raw.ok = verdict.ok
+    report.notes += verdict.notes
     run.modules = by_module.module_rows(step.model, raw.errors, raw.floor_errors, tol, raw.mode,
                                         ref.grads if raw.mode == "float16" else None)
     if not verdict.ok:
