@@ -57,11 +57,25 @@ def test_spatial_transformer_discontinuous_grid_gradient_is_a_note_not_a_mismatc
     assert not any("head." in n for n in notes), str(r)
 
 
-def test_a_precision_bug_is_not_excused():
+def test_a_precision_bug_is_not_excused(monkeypatch):
+    # NaiveNorm's cancellation fails the loss too, which alone keeps the mismatch (confirm gives
+    # up at once): so the per-parameter rule is asked directly, on the run's and the jittered
+    # run's errors (measured: 50-1000 against 0.008-0.024)
     pytest.importorskip("transformers")
+    from devlint.runtime import conditioning
+
     zoo = _load("zoo")
+    seen = []
+    rule = conditioning.ill_conditioned
+
+    def recorded(run, jittered):
+        seen.append(rule(run, jittered))
+        return seen[-1]
+
+    monkeypatch.setattr(conditioning, "ill_conditioned", recorded)
     torch.manual_seed(0)
     r = check_step(zoo.gpt_bf16_unstable(), devices=["cpu"])
+    assert seen == [{}, {}]  # the jittered run was measured (bfloat16, float16); nothing excused
     assert not r.ok
     assert [f for f in r.errors if f.kind == "mismatch"], str(r)
-    assert not any("not judged" in n and "bfloat16" in n for n in r.notes), str(r)
+    assert not any("not judged" in n for n in r.notes), str(r)

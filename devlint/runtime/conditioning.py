@@ -31,7 +31,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from .compare import Errors, Verdict
 
-__all__ = ["NOISE", "FACTOR", "Jitter", "confirm", "without"]
+__all__ = ["NOISE", "FACTOR", "Jitter", "confirm", "ill_conditioned", "without"]
 
 #: The relative size of the perturbation of every forward op output (unitless): 2**-20, 16
 #: float32 unit roundoffs, 512x below float16's and 2048x below bfloat16's.
@@ -101,6 +101,18 @@ def _jittered(step, seed: int):
     return dataclasses.replace(step, loss_fn=jittered)
 
 
+def ill_conditioned(run: Errors, jittered: Errors) -> dict[str, tuple[float, float]]:
+    """``name -> (run's gradient error, jittered float32 run's)`` for each parameter whose
+    error in ``jittered`` is at least ``1 / FACTOR`` of its error in ``run`` (relative L2
+    errors against the reference, unitless)."""
+    drop = {}
+    for name, p in run.params.items():
+        q = jittered.params.get(name)
+        if q is not None and p.grad > 0 and FACTOR * q.grad >= p.grad:
+            drop[name] = (p.grad, q.grad)
+    return drop
+
+
 def without(errors: Errors | None, names: set) -> Errors | None:
     """``errors`` without the parameters named in ``names`` (None stays None)."""
     if errors is None:
@@ -127,17 +139,13 @@ def confirm(step, raw, ref, seed: int, verdict: Verdict, rejudge, run_once, benc
         new verdict, its ``how`` naming the parameters left out (each with its error and the
         jittered float32 run's).
     """
-    if raw.errors is None or raw.errors.missing or not verdict.loss_ok:
+    if raw.errors is None:
         return verdict
     jit = run_once(_jittered(step, seed), ref.device, "float32", seed, ref=ref, bench=bench)
     if jit.errors is None:
         return verdict
-    drop = {}
-    for name, p in raw.errors.params.items():
-        q = jit.errors.params.get(name)
-        if q is not None and p.grad > 0 and FACTOR * q.grad >= p.grad:
-            drop[name] = (p.grad, q.grad)
-    if not drop:
+    drop = ill_conditioned(raw.errors, jit.errors)
+    if not drop or raw.errors.missing or not verdict.loss_ok:  # the loss is continuous: not excused
         return verdict
     again = rejudge(set(drop))
     if not again.ok:
