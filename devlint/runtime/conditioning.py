@@ -131,7 +131,7 @@ def confirm(step, raw, ref, seed: int, verdict: Verdict, rejudge, run_once, benc
         verdict: the failed :class:`~devlint.runtime.compare.Verdict`.
         rejudge: ``rejudge(drop)`` judges the run (and its floors) again without the
             parameter names in ``drop`` and returns a new Verdict.
-        run_once: :func:`devlint.runtime.replay.run_once` (passed in: no import cycle).
+        run_once: :func:`devlint.runtime.replay.run_once`, as the caller runs its floors.
 
     Returns:
         ``verdict`` itself when no failing parameter is ill-conditioned, the jittered run
