@@ -52,7 +52,7 @@ from .flow_tables import (
 )
 from .flow_tables import DTYPES, FACTORIES, LEGACY_CONSTRUCTORS, _JOINS, _MODEL_METHODS  # noqa: F401  (re-exported)
 from .guards import string_value
-from .later_moves import collected, moves_items, read_names
+from .later_moves import collected, copies, moves_items, read_names
 from .model_call_check import ModelCallCheck, _cpu_side_item  # (DEV103 imports _cpu_side_item from here)
 from .modules import is_module_class
 from .names import dotted
@@ -372,9 +372,10 @@ class DeviceFlow(Analysis, PartialBatches, BranchJoins, ExpressionKinds, ModelCa
         groups = self.frame.moved_groups
         before = frozenset(groups)
         v = self.value(node.value)
-        if len(groups) > len(before) and all(
-                t.target.__class__ is cst.Name and not self._read_later(t.target.value) for t in node.targets):
-            groups.intersection_update(before)  # data_cuda = data.to(d), data_cuda never read: no evidence
+        if len(groups) > len(before) and (all(
+                t.target.__class__ is cst.Name and not self._read_later(t.target.value) for t in node.targets) or (
+                node.value.__class__ is cst.Call and copies(node.value, {n.value for t in node.targets for n in _names_in(t.target)}))):
+            groups.intersection_update(before)  # data_cuda = data.to(d) never read, adv = x.clone().to(d): no evidence
         for target in node.targets:
             self.bind(target.target, node.value, v)
         self._note_params(node)

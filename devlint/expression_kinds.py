@@ -19,6 +19,7 @@ from .flow_tables import (
     _TENSOR_OPS, _VIEWS, DTYPES, FACTORIES, LEGACY_CONSTRUCTORS,
 )
 from .guards import string_value
+from .later_moves import collected, copies
 from .names import dotted
 
 
@@ -301,11 +302,44 @@ class ExpressionKinds:
             return V(CPUB, explicit=True) if batch else V(CPU, explicit=True)  # DEV103 reports a .cpu()
         if module:
             return V(DEV, module=True, loss=bool(base and base.loss))
-        if group is not None and _aligned(call, self.frame.self_name, self.frame.params):
-            group = None  # x.to(y.device) says where y is, not that x's batch came unmoved
+        if group is not None and (_aligned(call, self.frame.self_name, self.frame.params) or (
+                env is None and (self._onto_other_device(call) or self._copy_moved(call)))):
+            group = None  # x.to(y.device), x.to(device) after device = y.device, adv = x.clone().to(d): no evidence
         elif group is not None and env is None:
             self.frame.moved_groups.add(group)  # model(x.to(d)): the batch is partly moved
         return V(DEVB, group=group) if batch else V(DEV, group=group)
+
+    def _onto_other_device(self, call: cst.Call) -> bool:
+        """``labels.to(device)`` after ``device = data.device`` in this function: a move onto
+        the device of another value (not ``self``'s, not a model's), which says where that value
+        is, not that the batch came unmoved (as ``x.to(y.device)``)."""
+        if call.func.__class__ is not cst.Attribute or call.func.attr.value != "to":
+            return False
+        target = next((a.value for a in call.args if a.keyword is None or a.keyword.value == "device"), None)
+        node = self.frame.node
+        if target.__class__ is not cst.Name or node.__class__ is not cst.FunctionDef:
+            return False
+        seen = self.ctx.remembered("later-moves", node.body, lambda: collected(node.body))
+        source = seen.devices.get(target.value)
+        return source is not None and self._other_value(source)
+
+    def _copy_moved(self, call: cst.Call) -> bool:
+        """``adv = x.clone().detach().to(d)`` in this function (:func:`later_moves.copies`)."""
+        node = self.frame.node
+        if node.__class__ is not cst.FunctionDef:
+            return False
+        seen = self.ctx.remembered("all-moves", node.body, lambda: collected(node.body, straight=False))
+        return copies(call, seen.bound_to.get(id(call)))
+
+    def _moving_collate(self, expr: cst.BaseExpression) -> bool:
+        """``collate_fn=self.smart_batching_collate``: a method of this class (or a function of
+        this file) that moves something to a device anywhere in its body, so the loader's
+        batches may come out placed."""
+        own = self._own_definition(expr)
+        if own is None:
+            return False
+        seen = self.ctx.remembered("all-moves", own.body, lambda: collected(own.body, straight=False))
+        return any(id(c) not in seen.dropped and self._device_move(c) for c in seen.moves)
 
     def _call(self, call: cst.Call, env) -> V | None:
         func = call.func
@@ -382,7 +416,7 @@ class ExpressionKinds:
                 if env is None and receiver.__class__ is cst.Name and receiver.value in frame.params and (
                         base is None or base.kind in (PARAM, PITEM)):
                     # a parameter of a step function moved: the others came in as items of its batch
-                    if _aligned(call, frame.self_name, frame.params):
+                    if _aligned(call, frame.self_name, frame.params) or self._onto_other_device(call):
                         return V(DEV)  # x.to(y.device): says where y is, not that y stayed behind
                     placed = self._placed(call, V(PITEM, group=id(frame.node)), env)
                     if placed is not None and placed.kind == DEV:
@@ -475,7 +509,8 @@ class ExpressionKinds:
             if held is not None and held.kind == DEVB:
                 return None  # a dataset of device tensors yields device batches
             if self._placing_dataset(dataset) or any(
-                a.keyword is not None and a.keyword.value == "collate_fn" and dotted(a.value) in self.device_collates
+                a.keyword is not None and a.keyword.value == "collate_fn" and (
+                    dotted(a.value) in self.device_collates or self._moving_collate(a.value))
                 for a in call.args
             ):
                 return None  # its collate_fn or its Dataset's __getitem__ moves the batch

@@ -63,7 +63,8 @@ _HELPER_PREFIX = re.compile(r"^(compute|calc|calculate|get|eval|evaluate|run|do|
 _CPU_SIDE_ITEMS = frozenset(
     "len lens length lengths size sizes shape shapes count counts meta metas metadata info infos name names path paths "
     "file files filename filenames fname fnames idx index indices key keys text texts caption captions "
-    "sentence sentences prompt prompts question questions answer answers str string strings word words raw uid uids url urls".split()
+    "sentence sentences prompt prompts question questions answer answers str string strings word words raw uid uids url urls "
+    "mode modes".split()
 )
 #: of those, the names of raw text: one the file itself moves to a device holds token ids there
 _TEXT_ITEMS = frozenset("text texts caption captions sentence sentences prompt prompts word words".split())
@@ -82,7 +83,9 @@ _MODULE_API = frozenset(
 _NOT_COMPUTING = frozenset(
     "append extend insert add update put set setdefault get pop extend len print str repr format isinstance "
     "type id hash dict list tuple set zip enumerate range sorted min max any all getattr setattr hasattr "
-    "cpu numpy item tolist detach clone to cuda size dim float int bool info debug warning error".split()
+    "cpu numpy item tolist detach clone to cuda size dim float int bool info debug warning error "
+    # a tensor's own methods whose arguments are sizes or dimensions (x.expand(n, k)), not tensors
+    "view reshape expand repeat permute transpose narrow unsqueeze squeeze flatten split chunk".split()
 )
 _MODULE_NAME = re.compile(r"(model|net|module|encoder|decoder|backbone|classifier)", re.I)
 _SCALAR_ANNOTATIONS = frozenset({"int", "float", "bool", "str", "Optional[int]", "Optional[float]", "Optional[bool]"})

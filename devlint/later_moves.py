@@ -40,6 +40,15 @@ def _target_names(target: cst.BaseExpression) -> Iterable[str]:
         yield from _target_names(target.value)
 
 
+def dotted_last(func: cst.BaseExpression) -> str | None:
+    """The last name of a callee: ``zip`` of ``zip``, ``tqdm`` of ``tqdm.tqdm``."""
+    if func.__class__ is cst.Name:
+        return func.value
+    if func.__class__ is cst.Attribute:
+        return func.attr.value
+    return None
+
+
 class _Collector(cst.CSTVisitor):
     """Plain assignments (target names, the roots of the value's elements) and move calls."""
 
@@ -73,7 +82,23 @@ class _Collector(cst.CSTVisitor):
         return not self.straight
 
     def visit_For(self, node: cst.For) -> bool:
+        if not self.straight:  # for y in labels: y is bound from labels (the whole body is read)
+            self._bind_iteration(node.target, node.iter)
         return not self.straight
+
+    def visit_CompFor(self, node: cst.CompFor) -> None:
+        if not self.straight:  # [{k: v.to(d) for k, v in y.items()} for y in labels]: v from labels
+            self._bind_iteration(node.target, node.iter)
+
+    def _bind_iteration(self, target: cst.BaseExpression, iterable: cst.BaseExpression) -> None:
+        """Names a loop or a comprehension binds, recorded as bound from the root of what it
+        iterates (``enumerate``/``zip`` of names: from each of them)."""
+        values = [iterable]
+        if iterable.__class__ is cst.Call and (dotted_last(iterable.func) in ("enumerate", "zip", "tqdm")):
+            values = [a.value for a in iterable.args if a.keyword is None]
+        roots = {r for r in map(root_name, values) if r is not None}
+        if roots:
+            self.assigns.append((list(_target_names(target)), roots))
 
     def visit_While(self, node: cst.While) -> bool:
         return not self.straight
@@ -106,6 +131,23 @@ class _Collector(cst.CSTVisitor):
             self.moves.append(node)
             if self._binding:
                 self.bound_to[id(node)] = self._binding[-1]
+
+
+def copies(call: cst.Call, bound: Iterable[str] | None) -> bool:
+    """``adv = x.clone().detach().to(d)``: a move of a copy bound to another name than the one
+    it copies. The original is kept beside its copy on purpose (adversarial attacks perturb the
+    copy): that says nothing of where the original's batch lives."""
+    if call.func.__class__ is not cst.Attribute:
+        return False
+    root = root_name(call.func.value)
+    if not bound or root is None or root in bound:
+        return False
+    expr = call.func.value
+    while expr.__class__ is cst.Call and expr.func.__class__ is cst.Attribute:
+        if expr.func.attr.value == "clone":
+            return True
+        expr = expr.func.value
+    return False
 
 
 def collected(body: cst.CSTNode, straight: bool = True) -> _Collector:
@@ -147,6 +189,8 @@ def moves_items(body: cst.CSTNode, names: Iterable[str], is_move: Callable[[cst.
         if id(call) in seen.dropped or root_name(call.func.value) not in reach or not is_move(call):
             continue
         bound = seen.bound_to.get(id(call))
+        if copies(call, bound):
+            continue
         if bound and reads is not None:
             read = reads()
             if read is not None and not bound & read:
