@@ -55,13 +55,14 @@ from .guards import string_value
 from .later_moves import collected, copies, moves_items, read_names
 from .model_call_check import ModelCallCheck, _cpu_side_item  # (DEV103 imports _cpu_side_item from here)
 from .modules import is_module_class
+from .move_evidence import MoveEvidence
 from .names import dotted
 from .partial_batches import PartialBatches
 from .patterns import captures
 from .rule import Analysis
 
 
-class DeviceFlow(Analysis, PartialBatches, BranchJoins, ExpressionKinds, ModelCallCheck):
+class DeviceFlow(Analysis, PartialBatches, BranchJoins, ExpressionKinds, ModelCallCheck, MoveEvidence):
     """Scope-level device dataflow (see the module docstring)."""
 
     def __init__(self, ctx) -> None:

@@ -19,7 +19,6 @@ from .flow_tables import (
     _TENSOR_OPS, _VIEWS, DTYPES, FACTORIES, LEGACY_CONSTRUCTORS,
 )
 from .guards import string_value
-from .later_moves import collected, copies
 from .names import dotted
 
 
@@ -308,38 +307,6 @@ class ExpressionKinds:
         elif group is not None and env is None:
             self.frame.moved_groups.add(group)  # model(x.to(d)): the batch is partly moved
         return V(DEVB, group=group) if batch else V(DEV, group=group)
-
-    def _onto_other_device(self, call: cst.Call) -> bool:
-        """``labels.to(device)`` after ``device = data.device`` in this function: a move onto
-        the device of another value (not ``self``'s, not a model's), which says where that value
-        is, not that the batch came unmoved (as ``x.to(y.device)``)."""
-        if call.func.__class__ is not cst.Attribute or call.func.attr.value != "to":
-            return False
-        target = next((a.value for a in call.args if a.keyword is None or a.keyword.value == "device"), None)
-        node = self.frame.node
-        if target.__class__ is not cst.Name or node.__class__ is not cst.FunctionDef:
-            return False
-        seen = self.ctx.remembered("later-moves", node.body, lambda: collected(node.body))
-        source = seen.devices.get(target.value)
-        return source is not None and self._other_value(source)
-
-    def _copy_moved(self, call: cst.Call) -> bool:
-        """``adv = x.clone().detach().to(d)`` in this function (:func:`later_moves.copies`)."""
-        node = self.frame.node
-        if node.__class__ is not cst.FunctionDef:
-            return False
-        seen = self.ctx.remembered("all-moves", node.body, lambda: collected(node.body, straight=False))
-        return copies(call, seen.bound_to.get(id(call)))
-
-    def _moving_collate(self, expr: cst.BaseExpression) -> bool:
-        """``collate_fn=self.smart_batching_collate``: a method of this class (or a function of
-        this file) that moves something to a device anywhere in its body, so the loader's
-        batches may come out placed."""
-        own = self._own_definition(expr)
-        if own is None:
-            return False
-        seen = self.ctx.remembered("all-moves", own.body, lambda: collected(own.body, straight=False))
-        return any(id(c) not in seen.dropped and self._device_move(c) for c in seen.moves)
 
     def _call(self, call: cst.Call, env) -> V | None:
         func = call.func

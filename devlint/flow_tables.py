@@ -57,7 +57,7 @@ _MODEL_CALLEE = re.compile(
     re.I,
 )
 #: callee names that say "a loss" (``criterion(out, y)``), not a helper computing one
-_LOSS_CALLEE = re.compile(r"^(\w+_)?(loss|criterion|crit)(_?(fn|func|fct|fcn|function|module|mod))?$", re.I)
+_LOSS_CALLEE = re.compile(r"^_*(\w+_)?(loss|criterion|crit)(_?(fn|func|fct|fcn|function|module|mod))?$", re.I)
 _HELPER_PREFIX = re.compile(r"^(compute|calc|calculate|get|eval|evaluate|run|do|make|build|update|step|train|log)_", re.I)
 #: batch items that are CPU-side by design (``pack_padded_sequence`` lengths) or not tensors
 _CPU_SIDE_ITEMS = frozenset(

@@ -135,6 +135,8 @@ class ModelCallCheck:
         loaders: set[tuple[str, str]] = set()
         cpu_arg = item_arg = None
         for arg, v in values:
+            if helper and self._moved_as_copy(arg.value):
+                continue  # kept as it came on purpose: the function moves it where it needs it
             if (v is None or v.kind == PARAM) and not arg.star and self.param_group(arg.value) in moved:
                 if not _cpu_side_item(arg.value, self.moved_texts):  # def step(self, x, y): x moved, y handed on as it came
                     item_arg, evidence = item_arg or arg, True
@@ -197,14 +199,19 @@ class ModelCallCheck:
         """May a call of ``func`` compute with its tensor arguments (so that a device tensor and
         a CPU one given together fail)? Not a container's or a logger's method, not a builtin."""
         name = dotted(func)
-        if name is None or name in self.functions:
-            return False  # a function of this module may move its inputs itself
-        if func.__class__ is cst.Attribute and self.is_self(func.value):
-            return False  # so may a method of this class
+        if name is None:
+            return False
         last = name.rsplit(".", 1)[-1]
         if DISPATCH.search(name):
             return False  # callbacks.run("on_batch_end", ...), self.hooks.after_step(...): handed on, not computed with
-        return last not in _NOT_COMPUTING and not last.startswith(("log", "print", "save", "record", "write"))
+        if last in _NOT_COMPUTING or last.startswith(("log", "print", "save", "record", "write")):
+            return False
+        if name in self.functions or (func.__class__ is cst.Attribute and self.is_self(func.value)):
+            # a function of this module or a method of this class may move its inputs itself:
+            # only one that moves nothing and reads nothing back to the host computes with them
+            own = self._own_definition(func)
+            return own is not None and self._computes_in_place(own)
+        return True
 
     @staticmethod
     def _computing_update(call: cst.Call) -> bool:

@@ -29,7 +29,7 @@ import re
 import libcst as cst
 
 from .flow_kinds import CPU, DEV, DEVB, FED, MIXB, PARAM, PB, PITEM, V
-from .later_moves import collected, moves_items, root_name
+from .later_moves import moves_items
 from .names import dotted
 
 #: receivers that dispatch to callbacks or hooks (which compute nothing with the batch themselves)
@@ -132,22 +132,6 @@ class PartialBatches:
         if v is None or v.kind == PARAM:
             return self.param_group(arg_value) in groups
         return not v.module and not v.explicit and v.kind in (CPU, PITEM) and v.group in groups
-
-    def _moved_as_copy(self, expr: cst.BaseExpression) -> bool:
-        """Is the name ``expr`` moved somewhere in this function without being rebound to its
-        move (``model(x_batch.to(d))``, ``adv = x.clone().to(d)``)? The author then moves this
-        very value where it is needed, and keeps the original as it came on purpose (torchcp's
-        ACI predictor hands the unmoved ``x_batch`` to a helper that reads only its shape)."""
-        node = self.frame.node
-        if expr.__class__ is not cst.Name or node.__class__ is not cst.FunctionDef:
-            return False
-        seen = self.ctx.remembered("all-moves", node.body, lambda: collected(node.body, straight=False))
-        for call in seen.moves:
-            if id(call) in seen.dropped or root_name(call.func.value) != expr.value:
-                continue
-            if expr.value not in seen.bound_to.get(id(call), ()) and self._device_move_fn(call):
-                return True
-        return False
 
     def mixed_container(self, values: list, stars: list, env) -> V | None:
         """``MIXB`` for a display holding a moved item of a batch and another left behind."""

@@ -1,0 +1,87 @@
+"""Which device moves of a function say where its batch lives, and which leave a value behind on purpose.
+
+Mixed into :class:`devlint.dataflow.DeviceFlow` (DEV111). The rule takes the author's move of
+one item of a batch as evidence that the others came unmoved; these readings tell the moves that
+are no such evidence (a move onto another value's device, a copy kept beside its original), the
+values an author keeps unmoved on purpose (a name moved inline where it is needed), the
+``collate_fn`` that places what a loader yields, and the helpers of this file that compute with
+their arguments where they are. Each reads one walk of the function's body
+(:func:`devlint.later_moves.collected`, kept per immutable node).
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from .later_moves import collected, copies, root_name
+
+
+class MoveEvidence:
+    """The readings above; needs the flow's ``frame``, ``ctx``, ``_own_definition``,
+    ``moves_its_inputs``, ``_device_move`` and ``_other_value``."""
+
+    def _all_moves(self, function: cst.FunctionDef):
+        """:func:`collected` of the whole body of ``function`` (every path, no nested def)."""
+        return self.ctx.remembered("all-moves", function.body, lambda: collected(function.body, straight=False))
+
+    def _onto_other_device(self, call: cst.Call) -> bool:
+        """``labels.to(device)`` after ``device = data.device`` in this function: a move onto
+        the device of another value (not ``self``'s, not a model's), which says where that value
+        is, not that the batch came unmoved (as ``x.to(y.device)``)."""
+        if call.func.__class__ is not cst.Attribute or call.func.attr.value != "to":
+            return False
+        target = next((a.value for a in call.args if a.keyword is None or a.keyword.value == "device"), None)
+        node = self.frame.node
+        if target.__class__ is not cst.Name or node.__class__ is not cst.FunctionDef:
+            return False
+        seen = self.ctx.remembered("later-moves", node.body, lambda: collected(node.body))
+        source = seen.devices.get(target.value)
+        return source is not None and self._other_value(source)
+
+    def _copy_moved(self, call: cst.Call) -> bool:
+        """``adv = x.clone().detach().to(d)`` in this function (:func:`later_moves.copies`)."""
+        node = self.frame.node
+        if node.__class__ is not cst.FunctionDef:
+            return False
+        seen = self._all_moves(node)
+        return copies(call, seen.bound_to.get(id(call)))
+
+    def _moving_collate(self, expr: cst.BaseExpression) -> bool:
+        """``collate_fn=self.smart_batching_collate``: a method of this class (or a function of
+        this file) that moves something to a device anywhere in its body, so the loader's
+        batches may come out placed."""
+        own = self._own_definition(expr)
+        if own is None:
+            return False
+        seen = self._all_moves(own)
+        return any(id(c) not in seen.dropped and self._device_move(c) for c in seen.moves)
+
+    def _moved_as_copy(self, expr: cst.BaseExpression) -> bool:
+        """Is the name ``expr`` moved somewhere in this function without being rebound to its
+        move (``model(x_batch.to(d))``, ``adv = x.clone().to(d)``)? The author then moves this
+        very value where it is needed, and keeps the original as it came on purpose (torchcp's
+        ACI predictor hands the unmoved ``x_batch`` to a helper that reads only its shape)."""
+        node = self.frame.node
+        if expr.__class__ is not cst.Name or node.__class__ is not cst.FunctionDef:
+            return False
+        seen = self._all_moves(node)
+        for call in seen.moves:
+            if id(call) in seen.dropped or root_name(call.func.value) != expr.value:
+                continue
+            if expr.value not in seen.bound_to.get(id(call), ()) and self._device_move(call):
+                return True
+        return False
+
+    def _computes_in_place(self, function: cst.FunctionDef) -> bool:
+        """Does ``function`` (of this file) compute with its arguments where they are: it moves
+        nothing (no ``.to``/``.cuda``) and reads nothing back to the host (no ``.cpu()``,
+        ``.numpy()``, ``.tolist()``), as ``accuracy(output, target)`` does with ``output.eq(target)``?"""
+        def judged() -> bool:
+            if self.moves_its_inputs(function):
+                return False
+            seen = self._all_moves(function)
+            if seen.moves:
+                return False
+            text = cst.Module([]).code_for_node(function.body)
+            return not any(word in text for word in (".cpu(", ".numpy(", ".tolist(", "np.", "numpy."))
+        return self.ctx.remembered("computes-in-place", function, judged)
