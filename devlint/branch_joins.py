@@ -34,6 +34,17 @@ def _moved_on_one_arm(a: V | None, b: V | None, before: V | None) -> V | None:
     return None
 
 
+def _one_batch(a: V | None, b: V | None) -> V | None:
+    """``if forget: dcur, dgaps = data else: dcur = data``: both arms bind the same batch or a
+    part of it (one group), so what is taken from the name after the ``if`` is an item of that
+    batch either way. ``None`` otherwise."""
+    if a is None or b is None or a.group is None or a.group != b.group or a.module or b.module:
+        return None
+    if {a.kind, b.kind} <= {PB, PITEM} and a.kind != b.kind:
+        return V(PB, group=a.group, param=a.param or b.param)
+    return None
+
+
 def _kept_unmoved(a: V | None, b: V | None, before: V | None, moved: set) -> V | None:
     """``y = y.to(d); if adv: data = attack(data, y)``: one arm keeps an item of a batch whose
     sibling moved before the ``if`` (``moved``) as it was, the other binds another tensor (a
@@ -154,7 +165,7 @@ class BranchJoins:
                     if value is not None:  # its own evidence: the other arm says where it belongs
                         value = V(value.kind, group=id(node))
                         frame.moved_groups.add(id(node))
-            joined[name] = value
+            joined[name] = value if value is not None else _one_batch(a, b)
         frame.vars = joined
         self._memo.clear()
 

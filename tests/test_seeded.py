@@ -146,6 +146,18 @@ def test_heldout_packages_are_kept_apart():
     assert seeded.SETS["default"] is seeded.PACKAGES and seeded.SETS["heldout"] is seeded.HELDOUT
 
 
+def test_fresh_packages_are_in_no_other_group():
+    """The fresh set measures generalisation: none of its packages is tuned on, held out,
+    linted by ecosystem.py or timed by bench_lint.py."""
+    fresh = {p.name.lower() for p in seeded.FRESH}
+    others = {p.name.lower() for p in (*seeded.PACKAGES, *seeded.HELDOUT)}
+    bench = {"timm", "accelerate", "ultralytics", "lightning", "diffusers", "transformers"}
+    assert len(fresh) == len(seeded.FRESH) >= 10
+    assert not fresh & (others | bench)
+    assert seeded.SETS["fresh"] is seeded.FRESH
+    assert {p.name for p in seeded.SETS["all"]} == {p.name for p in (*seeded.PACKAGES, *seeded.HELDOUT, *seeded.FRESH)}
+
+
 ALIGN = '''def evaluate(detector, loader, device):
     detector.model.to(device)
     for x, y in loader:
