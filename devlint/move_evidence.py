@@ -21,8 +21,23 @@ class MoveEvidence:
     ``moves_its_inputs``, ``_device_move`` and ``_other_value``."""
 
     def _all_moves(self, function: cst.FunctionDef):
-        """:func:`collected` of the whole body of ``function`` (every path, no nested def)."""
-        return self.ctx.remembered("all-moves", function.body, lambda: collected(function.body, straight=False))
+        """:func:`collected` of the whole body of ``function`` (every path, no nested def), once
+        per function and lint (kept between lints by the language server's memo)."""
+        return self._per_lint(("all-moves", id(function)), lambda: self.ctx.remembered(
+            "all-moves", function.body, lambda: collected(function.body, straight=False)))
+
+    def _straight_moves(self, function: cst.FunctionDef):
+        """:func:`collected` of the straight path of ``function``'s body, once per lint."""
+        return self._per_lint(("later-moves", id(function)), lambda: self.ctx.remembered(
+            "later-moves", function.body, lambda: collected(function.body)))
+
+    def _per_lint(self, key: tuple, make):
+        """``make()`` once per key in this lint (``Context.remembered`` computes afresh each
+        time when no document memo is kept, as on the command line)."""
+        memo = self.__dict__.setdefault("_evidence_memo", {})
+        if key not in memo:
+            memo[key] = make()
+        return memo[key]
 
     def _onto_other_device(self, call: cst.Call) -> bool:
         """``labels.to(device)`` after ``device = data.device`` in this function: a move onto
@@ -34,7 +49,7 @@ class MoveEvidence:
         node = self.frame.node
         if target.__class__ is not cst.Name or node.__class__ is not cst.FunctionDef:
             return False
-        seen = self.ctx.remembered("later-moves", node.body, lambda: collected(node.body))
+        seen = self._straight_moves(node)
         source = seen.devices.get(target.value)
         return source is not None and self._other_value(source)
 
@@ -84,4 +99,4 @@ class MoveEvidence:
                 return False
             text = cst.Module([]).code_for_node(function.body)
             return not any(word in text for word in (".cpu(", ".numpy(", ".tolist(", "np.", "numpy."))
-        return self.ctx.remembered("computes-in-place", function, judged)
+        return self._per_lint(("computes-in-place", id(function)), judged)
