@@ -14,6 +14,7 @@ from __future__ import annotations
 import libcst as cst
 
 from .later_moves import collected, copies, root_name
+from .names import dotted
 
 
 class MoveEvidence:
@@ -51,7 +52,8 @@ class MoveEvidence:
             return False
         seen = self._straight_moves(node)
         source = seen.devices.get(target.value)
-        return source is not None and self._other_value(source)
+        # a named value only: next(self.model.parameters()).device says where the model is
+        return source is not None and dotted(source) is not None and self._other_value(source)
 
     def _copy_moved(self, call: cst.Call) -> bool:
         """``adv = x.clone().detach().to(d)`` in this function (:func:`later_moves.copies`)."""
