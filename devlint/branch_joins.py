@@ -156,9 +156,10 @@ class BranchJoins:
                 value = _moved_on_one_arm(a, b, before[name])
             elif value is None and not device_test and name not in guarded:
                 value = self._left_behind(node, (a, after_body), (b, current), before)
-                if value is None and name in before and name not in tested:
-                    # (if pred is None: pred = self.helper(...): a default filled in, not an item left behind)
-                    value = _kept_unmoved(a, b, before[name], moved_before)
+                if value is None and name in before:
+                    kept = _kept_unmoved(a, b, before[name], moved_before)
+                    if kept is not None and name not in self._tested(node):
+                        value = kept  # (not if pred is None: pred = self.helper(...): a default filled in)
                 if value is None and not _leaves(node.body) and not (
                         node.orelse.__class__ is cst.Else and _leaves(node.orelse.body)) and name not in self._tested(node):
                     value = _unmoved_against_moved(a, b, id(frame.node))
