@@ -59,6 +59,10 @@ class Participant:
         self.ctx = ctx
 
 
+#: Messages (the code, a space and the text) stay shorter than this many characters.
+MESSAGE_WIDTH = 80
+
+
 class Analysis(Participant):
     """A shared analysis (dataflow, autocast regions...): computed once per file, in the same
     traversal, before any rule's hook for the same node runs. Rules get it with
@@ -94,6 +98,15 @@ class Rule(Participant):
         """Record a finding of this rule at ``node`` (position resolved after the traversal),
         with an optional autofix."""
         self.ctx.report(self, node, message or self.message, fix)
+
+    @classmethod
+    def fitted(cls, *variants: str) -> str:
+        """The first of ``variants`` (the most specific first) that keeps ``CODE message`` under
+        :data:`MESSAGE_WIDTH` characters (the developers' guide: code first, what is wrong,
+        the fix in a few words), else the last: a message that names the user's code grows
+        with it, so each rule gives shorter spellings to fall back on."""
+        room = MESSAGE_WIDTH - len(cls.code) - 1
+        return next((v for v in variants if len(v) < room), variants[-1])
 
     @staticmethod
     def runnable(example: str) -> str:

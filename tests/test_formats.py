@@ -44,7 +44,7 @@ def test_text(project):
     assert result.returncode == 1
     assert result.stdout.splitlines() == [
         "src/train.py:2:19: DEV102 .cuda() pins this to CUDA: use .to(device)",
-        "src/train.py:4:5: DEV104 torch.load without map_location fails without CUDA: pass map_location=device",
+        "src/train.py:4:5: DEV104 torch.load without map_location fails without CUDA: pass map_location",
         "Found 2 findings in 1 of 1 file (1 fixable with `--fix --unsafe-fixes`).",
     ]
 

@@ -13,16 +13,16 @@ from ..rule import NodeFix, Rule
 
 #: deprecated name -> its ``torch.amp`` replacement
 REPLACEMENTS = {
-    "torch.cuda.amp.autocast": 'torch.amp.autocast("cuda", ...)',
-    "torch.cuda.amp.autocast_mode.autocast": 'torch.amp.autocast("cuda", ...)',
-    "torch.cuda.amp.GradScaler": 'torch.amp.GradScaler("cuda", ...)',
-    "torch.cuda.amp.grad_scaler.GradScaler": 'torch.amp.GradScaler("cuda", ...)',
-    "torch.cuda.amp.custom_fwd": 'torch.amp.custom_fwd(device_type="cuda", ...)',
+    "torch.cuda.amp.autocast": 'torch.amp.autocast("cuda")',
+    "torch.cuda.amp.autocast_mode.autocast": 'torch.amp.autocast("cuda")',
+    "torch.cuda.amp.GradScaler": 'torch.amp.GradScaler("cuda")',
+    "torch.cuda.amp.grad_scaler.GradScaler": 'torch.amp.GradScaler("cuda")',
+    "torch.cuda.amp.custom_fwd": 'torch.amp.custom_fwd(device_type="cuda")',
     "torch.cuda.amp.custom_bwd": 'torch.amp.custom_bwd(device_type="cuda")',
-    "torch.cpu.amp.autocast": 'torch.amp.autocast("cpu", ...)',
-    "torch.cpu.amp.autocast_mode.autocast": 'torch.amp.autocast("cpu", ...)',
-    "torch.cpu.amp.GradScaler": 'torch.amp.GradScaler("cpu", ...)',
-    "torch.cpu.amp.grad_scaler.GradScaler": 'torch.amp.GradScaler("cpu", ...)',
+    "torch.cpu.amp.autocast": 'torch.amp.autocast("cpu")',
+    "torch.cpu.amp.autocast_mode.autocast": 'torch.amp.autocast("cpu")',
+    "torch.cpu.amp.GradScaler": 'torch.amp.GradScaler("cpu")',
+    "torch.cpu.amp.grad_scaler.GradScaler": 'torch.amp.GradScaler("cpu")',
 }
 
 
@@ -228,7 +228,11 @@ with its own (unsafe) fix to the device in scope: with `--unsafe-fixes` both app
         if self._gated():
             return
         # reported when the module is left, once every use is known (the fixes need them all)
-        self._found.append((node, name, self.message.format(name=name, replacement=replacement), self.ctx.statement_index))
+        short = name.replace(".autocast_mode", "").replace(".grad_scaler", "")
+        message = self.fitted(self.message.format(name=name, replacement=replacement),
+                              self.message.format(name=short, replacement=replacement),
+                              self.message.format(name=short, replacement=replacement.split("(")[0]))
+        self._found.append((node, name, message, self.ctx.statement_index))
 
     def _gated(self) -> bool:
         """Inside a version test or an import fallback? (Each test is printed once: this runs
@@ -256,7 +260,8 @@ with its own (unsafe) fix to the device in scope: with `--unsafe-fixes` both app
         from_text = dotted(node.module)
         if isinstance(node.names, cst.ImportStar):
             if from_text in _AMP_MODULES and not self._gated():
-                message = self.message.format(name=f"from {from_text} import *", replacement="torch.amp, importing each name")
+                message = self.fitted(*(self.message.format(name=f"from {from_text} import *", replacement=r)
+                                       for r in ("torch.amp, importing each name", "torch.amp")))
                 self._found.append((node, None, message, self.ctx.statement_index))
             return
         for alias in node.names:

@@ -13,7 +13,7 @@ class GradScalerBypassed(FrameRule):
 
     code = "DEV203"
     name = "grad-scaler-bypassed"
-    message = "{what} bypasses the GradScaler in use in this scope: {fix}"
+    message = "{what} bypasses the GradScaler: {fix}"
     triggers = ("scale",)
 
     @staticmethod
@@ -129,11 +129,14 @@ def gan_step(state, disc_loss):
                 if any(amp.compatible(event, s) for s in scaled + steps):
                     self.report_at(
                         event,
-                        self.message.format(what=f"{event.target}.step()", fix=f"call {scaler}.step({event.target}) then {scaler}.update()"),
+                        self.fitted(*(self.message.format(what=f"{event.target}.step()", fix=fix) for fix in (
+                            f"call {scaler}.step({event.target}) then {scaler}.update()",
+                            f"call {scaler}.step({event.target})", "use the scaler's step()"))),
                     )
             elif event.kind == "backward" and not event.scaled:
                 if any(amp.compatible(event, s) for s in scaled):
-                    self.report_at(event, self.message.format(what="an unscaled backward()", fix=f"call {scaler}.scale(loss).backward()"))
+                    self.report_at(event, self.fitted(*(self.message.format(what="an unscaled backward()", fix=fix) for fix in (
+                        f"call {scaler}.scale(loss).backward()", "scale the loss first"))))
 
 
 def _other_arm_scales(frame: Frame, event) -> bool:

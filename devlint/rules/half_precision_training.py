@@ -19,10 +19,7 @@ class HalfPrecisionTraining(FrameRule):
     code = "DEV208"
     name = "half-precision-training"
     message = "module cast to float16 and trained: keep float32 weights, use autocast"
-    bf16_message = (
-        "module cast to bfloat16 in a scope that trains it with a GradScaler: the scaler fails on bfloat16 gradients; "
-        "drop the GradScaler (bfloat16 needs none) or keep float32 weights under torch.autocast"
-    )
+    bf16_message = "GradScaler fails on a module cast to bfloat16: drop the scaler"
     triggers = (".half(", "float16", "torch.half")
 
     @staticmethod

@@ -206,12 +206,16 @@ for x, y in loader:
         if not code or len(code) > 40 or "\n" in code:
             return "tensors moved and left on the CPU mixed here: move them all" if mixed else self.message
         if arg.star:
-            return f"{arg.star}{code} never moved to the model's device: move its tensors with .to(device)"
+            return self.fitted(f"{arg.star}{code} never moved to the model's device: move its tensors with .to(device)",
+                               f"{arg.star}{code} never moved to the model's device: move its tensors", self.message)
         if mixed:  # {"x": x.to(d), "y": y}, torch.cat([a, b.to(d)])
-            return f"{code} mixes moved tensors with one left on the CPU: move them all"
+            return self.fitted(f"{code} mixes moved tensors with one left on the CPU: move them all",
+                               "tensors moved and left on the CPU mixed here: move them all")
         if isinstance(arg.value, (cst.Name, cst.Attribute, cst.Subscript)):
-            return f"{code} never moved to the model's device: use {code}.to(device)"
-        return f"{code} never moved to the model's device: move it with .to(device)"
+            return self.fitted(f"{code} never moved to the model's device: use {code}.to(device)",
+                               f"{code} never moved to the model's device: use .to(device)", self.message)
+        return self.fitted(f"{code} never moved to the model's device: move it with .to(device)",
+                           f"{code} never moved to the model's device: use .to(device)", self.message)
 
     def _mixed(self, arg: cst.Arg) -> bool:
         """Is the argument a container of moved tensors and one left on the CPU (``MIXB``)?"""

@@ -24,7 +24,7 @@ class LoadWithoutMapLocation(Rule):
 
     code = "DEV104"
     name = "load-without-map-location"
-    message = "{func} without map_location fails without CUDA: pass map_location=device"
+    message = "{func} without map_location fails without CUDA: pass map_location"
     triggers = ("load(", "load_url", "load_state_dict_from_url")
 
     @staticmethod
@@ -93,4 +93,5 @@ then need moving to the device they are used on."""
         text = edits.append_keyword(node, "map_location", where)
         title = f"load onto the device in scope: map_location={where}" if found is not None \
             else 'load onto the CPU (no device variable in scope): map_location="cpu"'
-        self.report(node, self.message.format(func=func), fix=NodeFix(title, ((node, text),), safe=False))
+        self.report(node, self.fitted(self.message.format(func=func), self.message.format(func=func.rsplit(".", 1)[-1]),
+                                            f"{func.rsplit('.', 1)[-1]} fails without CUDA: pass map_location"), fix=NodeFix(title, ((node, text),), safe=False))

@@ -81,4 +81,4 @@ print("peak", torch.cuda.max_memory_allocated() / 2**20, "MiB")  # 0 without CUD
             return
         name = self.ctx.resolve(node.func)
         if name and name.startswith("torch.cuda.") and name[11:] in _RAISING:
-            self.report(node, self.message.format(api=name[11:]))
+            self.report(node, self.fitted(self.message.format(api=name[11:]), f"torch.cuda.{name[11:]}() raises without CUDA: guard it"))

@@ -176,7 +176,7 @@ the second micro-step of every accumulation window crashes."""
             bound = _bound_in(loop) if loop is not None else {}
             if not any(_varying(node.test, bound) for node, _ in unscale.path):
                 if self._every_pass(unscale, mine, bound):
-                    self.report_at(unscale, self.message.format(scaler=unscale.scaler))
+                    self.report_at(unscale, self.fitted(self.message.format(scaler=unscale.scaler), self.message.format(scaler="scaler")))
                 continue
             depth = len(unscale.path)
             deeper = [u for u in mine if len(u.path) > depth and u.path[:depth] == unscale.path]
@@ -192,7 +192,7 @@ the second micro-step of every accumulation window crashes."""
                 continue  # an update on both arms of one `if`
             if not all(_accumulates(self.amp, t, bound) for t in tests):
                 continue  # `if grad_norm < limit:` and other data-dependent skips: not this rule's case
-            self.report_at(unscale, self.message.format(scaler=unscale.scaler))
+            self.report_at(unscale, self.fitted(self.message.format(scaler=unscale.scaler), self.message.format(scaler="scaler")))
 
     def _every_pass(self, unscale, updates, bound: dict) -> bool:
         """``unscale_`` runs on every pass of the loop (its tests hold for the whole loop): is
