@@ -37,7 +37,7 @@ def test_check_honours_nested_configs_and_notebooks(repo):
     result = devlint("check", "--output-format", "concise", "--no-cache", ".", cwd=repo)
     assert result.returncode == 1, result.stderr
     lines = result.stdout.splitlines()
-    assert "explore.ipynb:cell 3:2:10: DEV206 [*] torch.cuda.amp.GradScaler is deprecated: use " \
+    assert "explore.ipynb:cell 3:2:10: DEV206 [*] cuda.amp.GradScaler is deprecated: use " \
            'torch.amp.GradScaler("cuda")' in lines
     assert any(line.startswith("train.py:12:11: DEV102") for line in lines)
     exported = [line for line in lines if line.startswith("tools/export.py")]

@@ -231,6 +231,7 @@ with its own (unsafe) fix to the device in scope: with `--unsafe-fixes` both app
         short = name.replace(".autocast_mode", "").replace(".grad_scaler", "")
         message = self.fitted(self.message.format(name=name, replacement=replacement),
                               self.message.format(name=short, replacement=replacement),
+                              self.message.format(name=short.removeprefix("torch."), replacement=replacement),
                               self.message.format(name=short, replacement=replacement.split("(")[0]))
         self._found.append((node, name, message, self.ctx.statement_index))
 
