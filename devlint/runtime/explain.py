@@ -50,7 +50,7 @@ def placement_findings(raw) -> list[Finding]:
             findings.append(Finding(
                 "device-placement",
                 f"tensor attribute {name} is a plain tensor, not a buffer, so model.to(device) "
-                f"leaves it on the CPU; {where} uses it with tensors on the GPU: {said}",
+                f"leaves it on the CPU; {where} uses it with tensors on the model's device: {said}",
                 "register it in __init__ with self.register_buffer(...)",
                 module=mix.module, name=name, op=mix.op, device=STAND_IN_RUN, related="DEV113"))
         elif kind == "list":
@@ -59,7 +59,7 @@ def placement_findings(raw) -> list[Finding]:
                 "device-placement",
                 f"layer {holder} is held in the plain Python container {container}, so "
                 f"model.to(device) leaves its parameters on the CPU and the optimizer never sees "
-                f"them; {mix.op} uses {name} with tensors on the GPU: {said}",
+                f"them; {mix.op} uses {name} with tensors on the model's device: {said}",
                 f"hold the layers in nn.ModuleList (or nn.ModuleDict) instead of {container}",
                 module=f"{holder}, in a plain container", name=name, op=mix.op, device=STAND_IN_RUN,
                 related="DEV114"))
@@ -68,7 +68,7 @@ def placement_findings(raw) -> list[Finding]:
             findings.append(Finding(
                 "device-placement",
                 f"{maker} in {maker_module} creates a tensor on the CPU (no device=), and {where} "
-                f"uses it (shape {mix.shape}) with tensors on the GPU: {said}",
+                f"uses it (shape {mix.shape}) with tensors on the model's device: {said}",
                 "pass device=x.device to the factory (or use a registered buffer)",
                 module=maker_module, name=f"tensor of shape {mix.shape} from {maker}", op=mix.op,
                 device=STAND_IN_RUN, related="DEV112"))
@@ -76,7 +76,7 @@ def placement_findings(raw) -> list[Finding]:
             findings.append(Finding(
                 "device-placement",
                 f"a CPU tensor of shape {mix.shape} that the step never moves (a global, a closure, "
-                f"or a batch object devlint cannot walk) is used with tensors on the GPU in {where}; "
+                f"or a batch object devlint cannot walk) is used with tensors on the model's device in {where}; "
                 f"{said}",
                 "move it with .to(device) where the model is moved, or make it a buffer",
                 module=mix.module, name=f"tensor of shape {mix.shape}", op=mix.op, device=STAND_IN_RUN))

@@ -112,7 +112,8 @@ class TrainingStep:
             of the parameters that also has ``.named`` (name, parameter) pairs.
         name: a label for reports; defaults to the model's class name.
         step_fn: optional custom step ``step_fn(model, batch, optimizer, scaler) -> loss``
-            replacing devlint's own forward/backward/step: it runs inside ``torch.autocast``
+            replacing devlint's own forward/backward/step (``loss_fn`` is still required: the
+            replays that look for the first op to go non-finite call it): it runs inside ``torch.autocast``
             for the mixed-precision runs and must do ``scaler.scale(loss).backward()``,
             ``scaler.unscale_(optimizer)`` before any clipping, ``scaler.step(optimizer)``
             and ``scaler.update()`` (``scaler`` is a ``torch.amp.GradScaler``, disabled
