@@ -238,7 +238,7 @@ class Report:
             raise AssertionError("\n" + str(self))
 
     def __str__(self) -> str:
-        header = ["device", "mode", "autocast", "loss", "loss err", "grad err", "floor", "update err",
+        header = ["device", "mode", "rules/kernels", "loss", "loss err", "grad err", "floor", "update err",
                   "skipped steps", "status"]
         rows = []
         for r in self.runs:
