@@ -50,6 +50,7 @@ import argparse
 import ast
 import collections
 import re
+import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -521,12 +522,18 @@ def main(argv: list[str] | None = None) -> int:
     per_shape: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
     unmutated: list[str] = []
     missed: list[Mutant] = []
+    unfetched: list[str] = []
     others = 0
     for pkg in chosen:
         dest = ecosystem.CACHE / "src" / f"{pkg.name}-{pkg.version}"
         if args.offline and not (dest / ".done").exists():
             continue
-        root = ecosystem.fetch(pkg)
+        try:
+            root = ecosystem.fetch(pkg)
+        except (subprocess.CalledProcessError, SystemExit) as err:  # one package never ends the run
+            ecosystem.log(f"skipped {pkg.label}: could not fetch it ({err})")
+            unfetched.append(pkg.label)
+            continue
         ecosystem.log(f"mutating {pkg.label}")
         taken = 0
         for rel in ecosystem.files_of(pkg, root):
@@ -561,6 +568,8 @@ def main(argv: list[str] | None = None) -> int:
     print(report(per_pkg, per_shape, unmutated))
     if args.all_files:
         print(f"(the unmutated files include {others} files without mutants)")
+    if unfetched:
+        print(f"not measured (could not be fetched here): {', '.join(unfetched)}")
     for m in missed[: args.missed]:
         print(f"  missed [{m.shape}] {m.package}/{m.path}:{m.line}: {m.before}")
     return 0
