@@ -162,10 +162,8 @@ with torch.autocast(dev, dtype=torch.bfloat16):
         '''from packaging import version
 
 SCALER_TAKES_DEVICE = version.parse(torch.__version__).release >= (2, 3)
-if SCALER_TAKES_DEVICE:
-    from torch.amp import GradScaler
-else:
-    from torch.cuda.amp import GradScaler
+if SCALER_TAKES_DEVICE: from torch.amp import GradScaler
+else: from torch.cuda.amp import GradScaler
 
 
 def make_scaler(enabled: bool) -> GradScaler:
