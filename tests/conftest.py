@@ -92,3 +92,19 @@ def tmp_tree(tmp_path: Path):
         return tmp_path
 
     return make
+
+
+@pytest.fixture(scope="module")
+def one_torch_thread():
+    """Run a runtime test module with one intra-op torch thread, then restore the count.
+
+    Tiny models gain nothing from intra-op threads, and on a loaded CI box idle OpenMP threads
+    spinning for a core cost more than the work (measured 5x slower with 2). torch is imported
+    here, not at the top, so the linter's tests run without it.
+    """
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)

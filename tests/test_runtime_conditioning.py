@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 torch = pytest.importorskip("torch")
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 from devlint.runtime import check_step  # noqa: E402
 from devlint.runtime.conditioning import NOISE, Jitter  # noqa: E402
@@ -20,14 +21,6 @@ def _load(name):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
 
 
 def test_jitter_moves_forward_outputs_by_its_size_and_never_parameters_or_inputs():

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 torch = pytest.importorskip("torch")
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 from devlint.runtime import check_step  # noqa: E402
 
@@ -16,14 +17,6 @@ _spec = importlib.util.spec_from_file_location(
     "devlint_runtime_zoo_policy", Path(__file__).resolve().parents[1] / "fixtures" / "runtime" / "zoo_policy.py")
 zoo = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(zoo)
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
 
 
 def _report(factory, policy="cuda"):

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 torch = pytest.importorskip("torch")
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 from devlint.runtime import check_step  # noqa: E402
-
 
 
 def _load(name):
@@ -26,14 +26,6 @@ def _load(name):
 zoo, zoo2 = _load("zoo_trial"), _load("zoo_trial2")
 CORRECT = zoo.CORRECT + zoo2.CORRECT
 PLANTED = {**zoo.PLANTED, **zoo2.PLANTED}
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
 
 
 def _report(factory, **kw):

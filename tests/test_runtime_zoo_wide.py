@@ -10,6 +10,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 from devlint.runtime import check_step  # noqa: E402
 
@@ -22,16 +23,6 @@ zoo = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(zoo)
 
 LONG = os.environ.get("DEVLINT_ZOO") == "long"
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Tiny models gain nothing from intra-op threads, and on a loaded CI box idle OpenMP
-    threads spinning for a core cost more than the work (measured: 5x slower with 2)."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
 
 
 def _report(factory):
