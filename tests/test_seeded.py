@@ -155,7 +155,20 @@ def test_fresh_packages_are_in_no_other_group():
     assert len(fresh) == len(seeded.FRESH) >= 10
     assert not fresh & (others | bench)
     assert seeded.SETS["fresh"] is seeded.FRESH
-    assert {p.name for p in seeded.SETS["all"]} == {p.name for p in (*seeded.PACKAGES, *seeded.HELDOUT, *seeded.FRESH)}
+    everyone = (*seeded.PACKAGES, *seeded.HELDOUT, *seeded.FRESH, *seeded.FOURTH)
+    assert {p.name for p in seeded.SETS["all"]} == {p.name for p in everyone}
+
+
+def test_fourth_packages_are_in_no_other_group():
+    """The fourth set measures generalisation too: none of its packages is in another group,
+    linted by ecosystem.py (any list) or timed by bench_lint.py."""
+    fourth = {p.name.lower().replace("_", "-") for p in seeded.FOURTH}
+    listed = (*seeded.PACKAGES, *seeded.HELDOUT, *seeded.FRESH, *seeded.ecosystem.PACKAGES)
+    others = {p.name.lower().replace("_", "-") for p in listed}
+    bench = {"timm", "accelerate", "ultralytics", "lightning", "diffusers", "transformers"}
+    assert len(fourth) == len(seeded.FOURTH) >= 10
+    assert not fourth & (others | bench)
+    assert seeded.SETS["fourth"] is seeded.FOURTH
 
 
 ALIGN = '''def evaluate(detector, loader, device):
