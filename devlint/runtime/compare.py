@@ -395,13 +395,18 @@ def measure(ref_loss: float, ref_grads: Mapping[str, torch.Tensor | None],
 
 def needs_floor(errors: Errors, mode: str, tol: Tolerances) -> bool:
     """True when some judged error exceeds ``tol.quick`` unit roundoffs, so the run can only be
-    judged against a measured noise floor (float32 never needs one)."""
+    judged against a measured noise floor (float32 never needs one). Updates count as
+    :func:`judge`'s quick bound counts them (those measured: optimizers linear in the
+    gradient): an update far below its parameter's float32 spacing (``lr * g`` of 1e-8 on a
+    weight of 0.3) is measured as a difference of two float32 values, with a relative error
+    no precision of the step explains, which only a floor calibrates."""
     if mode == "float32":
         return False
     limit = tol.quick * unit_roundoff(mode)
     judged = errors.judged(tol).values()
     return (bool(errors.missing) or errors.loss > limit
-            or any(not (p.grad <= limit) for p in judged))
+            or any(not (p.grad <= limit) for p in judged)
+            or any(not math.isnan(p.update) and p.update > limit for p in judged))
 
 
 @dataclass

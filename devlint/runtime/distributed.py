@@ -400,7 +400,8 @@ def _add_rows(report, results, full: One, per_shard, device, kind, ws, bad_ranks
     """One row per rank. Columns against one process on the full batch, as
     :func:`devlint.runtime.compare.measure` computes them for every row of the report: the
     whole-model gradient error, the largest per-parameter update error; ``loss err`` is
-    against one process on the rank's own shard. ``labels``: per rank, the row's
+    against one process on the rank's own shard (a rank's loss is its shard's, not the full
+    batch's), which each row's ``how`` says with that process's loss. ``labels``: per rank, the row's
     ``(policy, kernels)`` (:meth:`devlint.runtime.own_autocast.OwnAutocast.label`)."""
     from .compare import DEFAULT_TOLERANCES, measure
 
@@ -417,7 +418,11 @@ def _add_rows(report, results, full: One, per_shard, device, kind, ws, bad_ranks
         if r == 0:
             ref = "one process on the full batch" if sync else "the shard emulation"
             how = (f"gradients and updates vs {ref} (rtol {GRAD_RTOL:g}), parameters vs rank 0 "
-                   f"(rtol {SAME_RTOL:g}); columns vs one process on the full batch")
+                   f"(rtol {SAME_RTOL:g}); grad err and update err vs one process on the full batch")
+        if loss_err is not None:  # its loss is its shard's: not the full batch's reference loss
+            how = (how + "; " if how else "") + (
+                f"loss is rank {r}'s, on its shard of the batch; loss err vs one process on that "
+                f"shard (loss {per_shard[r].loss:.6g})")
         report.runs.append(Run(
             device, f"{kind} rank {r}/{ws}", "mismatch" if r in bad_ranks else "ok",
             loss=res.get("loss"), loss_err=loss_err, grad_err=errs.model_error(tol),

@@ -13,7 +13,7 @@ import re
 
 import torch
 
-from . import probes
+from . import probes, underflow_probe
 from .compare import DTYPES, Tolerances, Verdict
 from .names import first_line, module_of
 from .report import STAND_IN_RUN, Finding
@@ -164,7 +164,8 @@ def nonfinite_finding(step, raw, runs: dict, seed: int) -> Finding:
 def mismatch_finding(step, raw, verdict: Verdict, seed: int, tol: Tolerances) -> Finding:
     model = step.model
     listed = verdict.worst[:MAX_LISTED]
-    names = "largest parts: " + ", ".join(f"{n} (its own error {e:.1e})" for n, e, _ in listed)
+    names = ("largest parts: " + ", ".join(f"{n} (its own error {e:.1e})" for n, e, _ in listed)
+             if listed else "no parameter beyond its own limit")
     more = f" and {len(verdict.worst) - MAX_LISTED} more" if len(verdict.worst) > MAX_LISTED else ""
     first = listed[0][0].replace(" (update)", "") if listed else None
     module = module_of(model, first) if first else "loss_fn"
@@ -172,6 +173,22 @@ def mismatch_finding(step, raw, verdict: Verdict, seed: int, tol: Tolerances) ->
     details = {"worst": [list(w) for w in verdict.worst[:20]], "grad_err": verdict.grad_err,
                "floor": verdict.floor, "loss_err": verdict.loss_err}
     fit = raw.errors.uniform_factor(tol) if raw.errors is not None else None
+    edited = getattr(raw, "grad_edits", None)
+    if edited:  # the step changed scaled gradients in place before unscaling them: the cause
+        shown = ", ".join(edited[:MAX_LISTED]) + (f" and {len(edited) - MAX_LISTED} more" if len(edited) > MAX_LISTED else "")
+        factor = ""
+        if fit is not None and abs(fit[0] - 1) > 0.5 and fit[1] < 0.1:
+            factor = f", the float32 ones times {fit[0]:.2g}, one factor for the whole model"
+            details.update(factor=fit[0], residual=fit[1])
+        return Finding(
+            "mismatch",
+            f"{raw.mode} gradients on {raw.device} differ from float32 (whole-model error "
+            f"{verdict.grad_err:.1e}{factor}) because the step changes gradients in place after "
+            f"backward and before scaler.unscale_(optimizer) ({shown}): it clips or edits "
+            "gradients still multiplied by the loss scale",
+            "call scaler.unscale_(optimizer) after backward and before clipping or editing .grad",
+            module="step_fn (the training step)", name=edited[0], op="GradScaler.unscale_",
+            device=raw.device, mode=raw.mode, related="DEV205", details={**details, "edited": edited})
     if fit is not None and abs(fit[0] - 1) > 0.5 and fit[1] < 0.1:
         # one factor for the whole model: the step rescaled the gradients, no module is unstable
         c, r = fit
@@ -187,6 +204,19 @@ def mismatch_finding(step, raw, verdict: Verdict, seed: int, tol: Tolerances) ->
             "reading .grad",
             module=f"{where} (the training step)", device=raw.device, mode=raw.mode,
             related="DEV205" if raw.mode == "float16" else None, details=details)
+    flushed = _flushed(step, raw, verdict, seed)
+    if flushed is not None:  # the loss itself went to zero in the low precision: the cause
+        tiny = torch.finfo(DTYPES[raw.mode]).tiny
+        details["flushed"] = {"op": flushed.op, "count": flushed.flushed, "nonzero": flushed.nonzero}
+        return Finding(
+            "mismatch",
+            f"the {raw.mode} loss on {raw.device} differs from float32's (loss error "
+            f"{verdict.loss_err:.1e}): {flushed.op} in {flushed.module} underflows, {flushed.flushed} "
+            f"of its {flushed.nonzero} non-zero float32 values (up to {flushed.largest:.1e}) are 0 in "
+            f"{flushed.dtype}, below its smallest normal {tiny:.1e}",
+            "compute it in float32 (.float() inputs under torch.autocast(..., enabled=False)), or "
+            "scale the values up before it",
+            module=flushed.module, op=flushed.op, device=raw.device, mode=raw.mode, details=details)
     if raw.mode != "float32":
         try:
             unstable = probes.unstable_modules(step, raw.device, raw.mode, seed, k=tol.k,
@@ -216,6 +246,18 @@ def mismatch_finding(step, raw, verdict: Verdict, seed: int, tol: Tolerances) ->
         "run the named module in float32 (torch.autocast(..., enabled=False) around it, inputs "
         ".float()), or pass looser Tolerances",
         module=module, name=first, device=raw.device, mode=raw.mode, details=details)
+
+
+def _flushed(step, raw, verdict: Verdict, seed: int):
+    """For a low-precision run whose loss mismatches: the first op that flushes to zero what
+    float32 keeps (:func:`underflow_probe.underflow_probe`), or None."""
+    if raw.mode == "float32" or verdict.loss_ok or verdict.loss_err is None:
+        return None
+    try:
+        return underflow_probe.underflow_probe(step, raw.device, DTYPES[raw.mode], seed,
+                                               kernels=raw.kernels or "emulated")
+    except Exception:  # noqa: BLE001 - the diagnosis is best effort
+        return None
 
 
 def hidden_overflow(step, raw, seed: int) -> tuple[str, str] | None:

@@ -26,10 +26,11 @@ the single-process check's runs (:func:`devlint.runtime.replay.run_once`) and, t
 from __future__ import annotations
 
 import contextlib
+import sys
 
 import torch
 
-from . import autocast_policy, emulate
+from . import autocast_policy, autocast_requests, emulate
 
 __all__ = ["OwnAutocast", "cuda_on_cpu"]
 
@@ -41,10 +42,12 @@ def cuda_on_cpu(scale: float = 1.0, dtypes: set | None = None):
     dtype (float16, CUDA's default, when none is given), ``enabled`` and ``cache_enabled``; a
     scaler keeps its settings, its ``init_scale`` multiplied by ``scale`` (the run's loss
     scale against GradScaler's default, so a run that settles the scale settles the step's
-    own scaler too). A ``"cuda"`` region made before the block (an ``@torch.autocast("cuda",
-    enabled=False)`` decorator applied at import), which torch disabled here, turns the CPU's
-    autocast off while it is entered: what such a decorator is for (one made with
-    ``enabled=True`` is then float32 inside: a check that misses, never a false alarm). A Function whose
+    own scaler too). A ``"cuda"`` region made before the block (a decorator applied at import,
+    a region a module keeps), which torch disabled here, opens the CPU's region it was asked
+    to be while it is entered (:func:`devlint.runtime.autocast_requests.asked_enabled`):
+    enabled in its dtype, as on the GPU, or off, what ``@torch.autocast("cuda",
+    enabled=False)`` is for; off when nothing tells (float32 inside: a check that misses,
+    never a false alarm). A Function whose
     forward is decorated ``@torch.amp.custom_fwd(device_type="cuda", ...)`` sees the CPU's
     autocast as CUDA's while it runs (``torch.is_autocast_enabled("cuda")``,
     ``torch.get_autocast_dtype("cuda")``, its ``cast_inputs``). Yields the list of the
@@ -84,14 +87,18 @@ def cuda_on_cpu(scale: float = 1.0, dtypes: set | None = None):
     real_enter, real_exit = region.__enter__, region.__exit__
 
     def enter(self):
-        # a "cuda" region made before the block (a decorator applied at import): torch
-        # disabled it here; it turns the CPU's autocast off (what such a decorator is for,
-        # @torch.autocast("cuda", enabled=False) around numerically delicate code)
+        # a "cuda" region made before the block (a decorator applied at import, a region a
+        # module keeps): torch disabled it here. It opens the CPU's region it was asked to be:
+        # enabled in its dtype, as the GPU runs it, or off (what @torch.autocast("cuda",
+        # enabled=False) around numerically delicate code is for); off when nothing says
         if self.device == "cuda":
-            off = region.__new__(region)
-            real_region(off, "cpu", enabled=False)
-            self.__dict__.setdefault("_devlint_cpu", []).append(off)
-            real_enter(off)
+            asked = autocast_requests.asked_enabled(self, sys._getframe(1))
+            cpu = region.__new__(region)
+            real_region(cpu, "cpu", dtype=self.fast_dtype, enabled=bool(asked))
+            if asked and dtypes is not None:
+                dtypes.add(str(self.fast_dtype).removeprefix("torch."))
+            self.__dict__.setdefault("_devlint_cpu", []).append(cpu)
+            real_enter(cpu)
         return real_enter(self)
 
     def exit_(self, *exc):

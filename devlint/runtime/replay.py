@@ -18,6 +18,7 @@ import torch
 from . import autocast_policy, emulate, probes, settle, standin, torch_modules
 from .buffers import measure_state, went_nonfinite
 from .compare import DTYPES, Delta, Errors, Rounding, measure, round_range, round_trip
+from .grad_edits import GradEdits
 from .names import first_line, raising_function, raising_module
 from .own_autocast import cuda_on_cpu
 from .step import Parameters, TrainingStep, fixed_reseed, map_tensors, scalar_loss, seed_host
@@ -81,6 +82,7 @@ class Raw:
     kernels: str | None = None  # CPU low-precision runs: "emulated" or "native"
     policy: str | None = None  # low-precision runs: whose autocast rules ("cuda", "cpu", "mps")
     regions: set = field(default_factory=set)  # dtypes of the step's own "cuda" regions (CPU runs)
+    grad_edits: list = field(default_factory=list)  # gradients a step_fn changed before unscale_
     mixes: list = field(default_factory=list)
     unmoved: dict = field(default_factory=dict)
     state: dict = field(default_factory=dict)  # references: buffers the step changed (CPU)
@@ -151,6 +153,7 @@ def _run_once(step: TrainingStep, device: str, mode: str, seed: int, *, keep: bo
     tracker = None
     ctx = None
     range_hooks: list = []
+    edits = None
     try:
         model = bench.take() if bench is not None else copy.deepcopy(step.model)
         batch = step.batch
@@ -202,6 +205,9 @@ def _run_once(step: TrainingStep, device: str, mode: str, seed: int, *, keep: bo
                     raw.lrs[pid[id(p)]] = float(group["lr"])
         amp_device = "cpu" if stand_in else device
         scaler = torch.amp.GradScaler(amp_device, init_scale=init_scale, enabled=mode == "float16")
+        if step.step_fn is not None and scaler.is_enabled():
+            edits = GradEdits(model, scaler)
+            raw.grad_edits = edits.touched
         captured: dict = {}
 
         def capture(opt, args, kwargs):
@@ -348,6 +354,13 @@ def _run_once(step: TrainingStep, device: str, mode: str, seed: int, *, keep: bo
         text = str(exc)
         if "unscale FP16 gradients" in text:
             raw.error_kind = "fp16-grads"
+        elif "No inf checks were recorded prior to update" in text:  # GradScaler.update's assert
+            raw.error_kind = "scaler-step"
+            raw.op = "GradScaler.step"
+            raw.error = ("the step calls scaler.update() but never scaler.step(optimizer) (nor "
+                         "scaler.unscale_): the optimizer applied gradients still multiplied by the "
+                         f"loss scale ({scaler.get_scale():g}), and GradScaler.update raises "
+                         f"\"{first_line(exc)}\"")
         elif _UNSUPPORTED.search(text) and mode != "float32":
             raw.error_kind = "unsupported"
         elif _DEVICE_ERR.search(text):
@@ -356,6 +369,8 @@ def _run_once(step: TrainingStep, device: str, mode: str, seed: int, *, keep: bo
             raw.error_kind = "other"
         raw.module = (raising_module(model, exc) or standin.module_label(model, tracker_parents)) \
             if phase == "step" and model is not None else f"({phase})"
+        if raw.error_kind == "scaler-step":
+            raw.module = "step_fn (the training step)"
         fn = raising_function(exc) if phase == "step" else None
         if fn is not None:
             _name_function(raw, step, model, exc, fn, seed)
@@ -365,6 +380,8 @@ def _run_once(step: TrainingStep, device: str, mode: str, seed: int, *, keep: bo
         raw.module = f"({phase})"
     finally:
         emu.close()
+        if edits is not None:
+            edits.close()
         if tracker is not None:
             raw.unlabelled = mode_obj.unlabelled
         for h in range_hooks:

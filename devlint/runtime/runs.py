@@ -21,8 +21,9 @@ import torch
 
 from . import autocast_policy, by_module, conditioning, emulate, settle, standin
 from .buffers import judge_state
-from .compare import Rounding, Tolerances, Verdict, judge, needs_floor, resolve_tolerances
+from .compare import DTYPES, Rounding, Tolerances, Verdict, judge, needs_floor, resolve_tolerances
 from .devices import unavailable as _available
+from .dtype_origin import dtype_error_origin
 from .explain import (cause_first, deprecations, master_weights, mismatch_finding, nonfinite_finding,
                       placement_findings, region_note, state_findings, underflow_finding)
 from .replay import INIT_SCALE, MAX_HALVINGS, Raw, every_scale_skipped, run_once
@@ -36,7 +37,7 @@ MODES = ("float32", "bfloat16", "float16")
 DEVICES = ("cpu", "cuda", "mps")
 #: A low-precision run that raised on mixed dtypes (``scatter_`` / ``index_put_`` / ``addmm``
 #: of a float32 buffer and an autocast output, as HF BigBird's block-sparse attention).
-_DTYPE_ERR = re.compile(r"dtype to be equal|same dtype|expected scalar type|dtypes? (must|to) match"
+_DTYPE_ERR = re.compile(r"dtype to be equal|same dtype|expected scalar type|dtypes? (must |to )?match"
                         r"|but found (Float|BFloat16|Half)|Found dtype|expected both .* dtype", re.I)
 
 
@@ -295,6 +296,11 @@ def _row(step, raw: Raw, ref: Raw, tol: Tolerances, seed: int, cross: bool, repo
                 "call scaler.update() once per step, right after scaler.step(optimizer)",
                 module=raw.module, op="GradScaler.update", device=raw.device, mode=raw.mode,
                 related="DEV204"))
+        elif raw.error_kind == "scaler-step":
+            report.findings.append(Finding(
+                "step-error", f"{raw.error} ({raw.device} {raw.mode})",
+                "step with scaler.step(optimizer) instead of optimizer.step(), then scaler.update()",
+                module=raw.module, op=raw.op, device=raw.device, mode=raw.mode, related="DEV203"))
         elif raw.error_kind == "exit":
             report.findings.append(Finding(
                 "step-error", f"{raw.error} on {raw.device} {raw.mode}", "raise an exception instead "
@@ -306,13 +312,26 @@ def _row(step, raw: Raw, ref: Raw, tol: Tolerances, seed: int, cross: bool, repo
                 "(nn.BCEWithLogitsLoss), not sigmoid then binary_cross_entropy",
                 module=raw.module, op="aten.binary_cross_entropy", device=raw.device, mode=raw.mode))
         elif raw.mode != "float32" and _DTYPE_ERR.search(raw.error):
+            fix = ("decorate its forward with @torch.amp.custom_fwd(device_type=...) and its backward "
+                   "with @torch.amp.custom_bwd" if raw.op else
+                   "cast one operand to the other's dtype there (.to(x.dtype)), or run that code "
+                   "under torch.autocast(..., enabled=False) on .float() inputs")
+            said, origin = "", None
+            if raw.op is None:  # not raised inside a custom Function: which op, and whose operand
+                origin = dtype_error_origin(step, raw.device, DTYPES[raw.mode], seed, kernels=raw.kernels or "emulated")
+            if origin is not None:
+                raw.op = origin.op
+                if raw.module in (None, "loss_fn (outside the model)"):  # raised in backward
+                    raw.module = origin.module
+                if origin.function is not None:
+                    said = (f"; its {origin.dtype_out} operand is the output of {origin.function}, a "
+                            f"custom torch.autograd.Function that returns {origin.dtype_out} for a "
+                            f"{origin.dtype_in} input")
+                    fix = f"return the output of {origin.function}.forward in its input's dtype (.to(x.dtype))"
             report.findings.append(Finding(
                 "step-error", f"the step raised {raw.error} on {raw.device} {raw.mode}: an op met "
-                f"a float32 tensor and autocast's {raw.mode} output (the float32 run passes)",
-                "decorate its forward with @torch.amp.custom_fwd(device_type=...) and its backward "
-                "with @torch.amp.custom_bwd" if raw.op else
-                "cast one operand to the other's dtype there (.to(x.dtype)), or run that code "
-                "under torch.autocast(..., enabled=False) on .float() inputs",
+                f"a float32 tensor and autocast's {raw.mode} output (the float32 run passes){said}",
+                fix,
                 module=raw.module, op=raw.op, device=raw.device, mode=raw.mode))
         else:
             report.findings.append(Finding(

@@ -11,6 +11,8 @@ from typing import Any
 
 import torch
 
+from . import autocast_requests
+
 __all__ = ["TrainingStep", "Parameters", "map_tensors", "seed_host", "host_rng_kept", "fixed_reseed",
            "scalar_loss", "eager"]
 
@@ -68,6 +70,11 @@ def host_rng_kept():
         random.setstate(state)
         if np_state is not None:
             np.random.set_state(np_state)
+
+
+# a model file imports TrainingStep before its classes are defined: from here on every
+# torch.autocast region keeps the enabled flag asked for, which torch drops without CUDA
+autocast_requests.remember()
 
 
 class Parameters(list):

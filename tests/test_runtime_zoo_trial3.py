@@ -1,0 +1,170 @@
+"""A third fresh trial (fixtures/runtime/zoo_trial3.py): every correct architecture passes and
+every planted bug is caught and named (module, op, tensor or buffer); and the general causes
+the trial found, each tested alone: a ``torch.autocast("cuda")`` region made before the
+runs (a decorator at import) runs as asked, gradients edited before ``scaler.unscale_``, a
+``scaler.update()`` without ``scaler.step``, a loss that underflows, a custom Function that
+returns another dtype, update errors that only a floor can judge. CPU only, tiny models."""
+
+import importlib.util
+import warnings
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from devlint.runtime import check_step  # noqa: E402
+from devlint.runtime import autocast_requests, compare  # noqa: E402
+from devlint.runtime.grad_edits import GradEdits  # noqa: E402
+from devlint.runtime.own_autocast import cuda_on_cpu  # noqa: E402
+
+_spec = importlib.util.spec_from_file_location(
+    "devlint_runtime_zoo_trial3", Path(__file__).resolve().parents[1] / "fixtures" / "runtime" / "zoo_trial3.py")
+zoo = importlib.util.module_from_spec(_spec)
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore", UserWarning)  # "CUDA is not available ... Disabling autocast"
+    _spec.loader.exec_module(zoo)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_thread():
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
+def _report(factory, **kw):
+    torch.manual_seed(0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        return check_step(factory(), devices=["cpu"], **kw)
+
+
+def test_the_trial_is_large_enough():
+    assert len(zoo.CORRECT) >= 15 and len(zoo.PLANTED) >= 10
+
+
+@pytest.mark.parametrize("factory", zoo.CORRECT, ids=lambda f: f.__name__)
+def test_correct_model_passes(factory):
+    r = _report(factory)
+    assert r.ok, str(r)
+
+
+@pytest.mark.parametrize("factory", list(zoo.PLANTED), ids=lambda f: f.__name__)
+def test_planted_bug_is_caught_and_named(factory):
+    kind, module, words = zoo.PLANTED[factory]
+    r = _report(factory)
+    assert not r.ok
+    assert r.errors[0].kind == kind, str(r)  # the cause comes first
+    found = [f for f in r.errors if f.kind == kind]
+    assert module is None or found[0].module == module, str(r)
+    assert words is None or any(words in " ".join(x or "" for x in (f.name, f.op, f.message)) for f in found), str(r)
+
+
+# --- a "cuda" region made before the runs -------------------------------------------------
+
+
+def test_a_region_keeps_the_enabled_flag_it_was_asked_for():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        asked = [torch.autocast("cuda"), torch.autocast("cuda", enabled=False), torch.cuda.amp.autocast(False),
+                 torch.cuda.amp.autocast(), torch.autocast("cpu", torch.bfloat16, False)]
+    assert [autocast_requests.asked_enabled(a) for a in asked] == [True, False, False, True, False]
+
+
+def _decorated(enabled):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        if enabled:
+            @torch.autocast(device_type="cuda", dtype=torch.float16)
+            def f(x):
+                return x @ x
+        else:
+            @torch.autocast(device_type="cuda", enabled=False)
+            def f(x):
+                return x @ x
+    # as if made before devlint was imported: only the decorator's source says what it asked
+    region = next(c.cell_contents for c in f.__closure__ if isinstance(c.cell_contents, torch.autocast))
+    region.__dict__.pop("_devlint_asked_enabled")
+    return f
+
+
+@pytest.mark.parametrize("enabled, dtype", [(True, torch.float16), (False, torch.float32)])
+def test_a_decorator_made_before_the_runs_runs_as_its_source_asks(enabled, dtype):
+    f = _decorated(enabled)
+    with cuda_on_cpu(), torch.autocast("cpu", dtype=torch.bfloat16):
+        assert f(torch.randn(3, 3)).dtype == dtype
+
+
+def test_a_region_nothing_tells_about_stays_off():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        region = torch.autocast("cuda")
+    region.__dict__.pop("_devlint_asked_enabled")
+    with cuda_on_cpu(), torch.autocast("cpu", dtype=torch.bfloat16), region:
+        assert (torch.randn(2, 2) @ torch.randn(2, 2)).dtype == torch.float32
+
+
+def test_the_decorated_forward_row_says_it_ran_float16():
+    r = _report(zoo.decorated_forward)
+    assert r.ok and any("own torch.autocast('cuda') region in float16" in n for n in r.notes), str(r)
+
+
+# --- the scaler's protocol ----------------------------------------------------------------
+
+
+def _scaled_step(clip_first):
+    m = torch.nn.Linear(3, 2)
+    scaler = torch.amp.GradScaler("cpu")
+    opt = torch.optim.SGD(m.parameters(), lr=0.1)
+    edits = GradEdits(m, scaler)
+    with torch.autocast("cpu", dtype=torch.float16):
+        loss = m(torch.randn(4, 3)).sum()
+    scaler.scale(loss).backward()
+    if clip_first:
+        torch.nn.utils.clip_grad_value_(m.parameters(), 1.0)
+    scaler.unscale_(opt)
+    torch.nn.utils.clip_grad_norm_(m.parameters(), 0.01)  # after unscale_: fine
+    scaler.step(opt)
+    scaler.update()
+    edits.close()
+    assert "unscale_" not in scaler.__dict__
+    return edits.touched
+
+
+def test_gradients_edited_before_unscale_are_listed_and_after_are_not():
+    assert sorted(_scaled_step(clip_first=True)) == ["bias", "weight"]
+    assert _scaled_step(clip_first=False) == []
+
+
+def test_clipping_by_norm_before_unscale_is_named_too():
+    def step_fn(model, batch, optimizer, scaler):
+        x, y = batch
+        optimizer.zero_grad()
+        loss = torch.nn.functional.cross_entropy(model(x), y)
+        scaler.scale(loss).backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 0.5)  # the scaled gradients
+        scaler.unscale_(optimizer)
+        scaler.step(optimizer)
+        scaler.update()
+        return loss
+
+    step = zoo.clip_value_before_unscale()
+    step.step_fn = step_fn
+    torch.manual_seed(0)
+    r = check_step(step, devices=["cpu"], modes=["float32", "float16"])
+    assert [(f.kind, f.op) for f in r.errors] == [("mismatch", "GradScaler.unscale_")], str(r)
+
+
+# --- judging ------------------------------------------------------------------------------
+
+
+def test_an_update_beyond_the_quick_bound_asks_for_a_floor():
+    # an SGD update of 1e-8 on a weight of 0.3 is measured to a few float32 spacings: only a
+    # floor judges it (it was a bfloat16 false mismatch in scaler_ignored)
+    err = compare.ParamError("w", 4, grad=1e-4, update=0.5, update_lr=None, ref_rms=1.0)
+    errors = compare.Errors(loss=0.0, params={"w": err})
+    assert compare.needs_floor(errors, "bfloat16", compare.DEFAULT_TOLERANCES["bfloat16"])
+    err.update = float("nan")  # adaptive optimizers: updates not measured
+    assert not compare.needs_floor(errors, "bfloat16", compare.DEFAULT_TOLERANCES["bfloat16"])
