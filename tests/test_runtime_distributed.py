@@ -98,6 +98,8 @@ def test_reference_step_passes_under_ddp_and_fsdp():
     for r in rows:
         assert r.status == "ok" and r.grad_err < GRAD_RTOL and r.update_err < GRAD_RTOL
         assert r.loss_err == 0 or r.loss_err < 1e-6
+        # a rank's loss is its shard's, not the reference row's: the row says what it is against
+        assert f"loss err vs one process on that shard (loss {r.loss:.6g})" in r.how, r.how
     fsdp = [r for r in report.runs if r.mode.startswith("fsdp")]
     assert fsdp and all(r.status in ("ok", "skipped") for r in fsdp)
     if not torch.cuda.is_available():

@@ -18,20 +18,14 @@ from devlint.runtime import autocast_requests, compare  # noqa: E402
 from devlint.runtime.grad_edits import GradEdits  # noqa: E402
 from devlint.runtime.own_autocast import cuda_on_cpu  # noqa: E402
 
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
 _spec = importlib.util.spec_from_file_location(
     "devlint_runtime_zoo_trial3", Path(__file__).resolve().parents[1] / "fixtures" / "runtime" / "zoo_trial3.py")
 zoo = importlib.util.module_from_spec(_spec)
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", UserWarning)  # "CUDA is not available ... Disabling autocast"
     _spec.loader.exec_module(zoo)
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
 
 
 def _report(factory, **kw):
@@ -168,3 +162,21 @@ def test_an_update_beyond_the_quick_bound_asks_for_a_floor():
     assert compare.needs_floor(errors, "bfloat16", compare.DEFAULT_TOLERANCES["bfloat16"])
     err.update = float("nan")  # adaptive optimizers: updates not measured
     assert not compare.needs_floor(errors, "bfloat16", compare.DEFAULT_TOLERANCES["bfloat16"])
+
+
+def test_a_step_that_ignores_its_scaler_is_said_even_when_nothing_underflows_yet():
+    def step_fn(model, batch, optimizer, scaler):
+        x, y = batch
+        optimizer.zero_grad()
+        loss = torch.nn.functional.cross_entropy(model(x), y)
+        loss.backward()  # the scaler it is given is never used
+        optimizer.step()
+        return loss
+
+    step = zoo.clip_value_before_unscale()
+    step.step_fn = step_fn
+    torch.manual_seed(0)
+    r = check_step(step, devices=["cpu"], modes=["float32", "float16"])
+    said = [f for f in r.findings if f.op == "GradScaler.scale"]
+    assert r.ok and [(f.kind, f.severity, f.module) for f in said] == [
+        ("underflow", "info", "step_fn (the training step)")], str(r)

@@ -302,6 +302,18 @@ def underflow_finding(step, raw, ref, tol: Tolerances) -> Finding | None:
         kept = lost - sum(min(raw.errors.params[n].zeros, m) for n, m in tiny.items() if n in raw.errors.params)
         info = True  # the step scales its loss: what float16 cannot hold is its range, not a bug
     frac = lost / total
+    own = set(getattr(raw, "regions", ()))
+    if frac <= tol.underflow and not raw.scaler_used and (not own or "float16" in own):
+        # said, not failed: this batch loses little (a step whose own regions are bfloat16 needs no scaler)
+        return Finding(
+            "underflow", f"the step never calls scaler.scale(loss) in the float16 run: its gradients "
+            f"are not scaled ({frac:.1%} of elements, {lost} of {total}, are lost to float16 underflow "
+            "on this batch; smaller gradients later in training lose more)",
+            "scale the loss with the scaler the step is given: scaler.scale(loss).backward(), "
+            "scaler.step(optimizer), scaler.update()",
+            op="GradScaler.scale", module="step_fn (the training step)", device=raw.device,
+            mode="float16", related="DEV203", severity="info",
+            details={"fraction": frac, "lost": lost, "total": total, "kept_by_scaler": 0})
     if frac <= tol.underflow:
         return None
     worst = max((n for n, g in ref.grads.items() if g is not None),
