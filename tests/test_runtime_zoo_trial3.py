@@ -180,3 +180,12 @@ def test_a_step_that_ignores_its_scaler_is_said_even_when_nothing_underflows_yet
     said = [f for f in r.findings if f.op == "GradScaler.scale"]
     assert r.ok and [(f.kind, f.severity, f.module) for f in said] == [
         ("underflow", "info", "step_fn (the training step)")], str(r)
+
+
+def test_a_scaler_made_at_import_scales_the_float16_run_and_is_left_as_it_was():
+    before = dict(zoo.SCRIPT_SCALER.__dict__)
+    r = _report(zoo.script_scaler)
+    rows = {x.mode: x for x in r.runs}
+    assert r.ok and rows["float16"].scale == 2.0 ** 16, str(r)
+    assert not [f for f in r.findings if f.op == "GradScaler.scale"], str(r)  # it is used
+    assert zoo.SCRIPT_SCALER.__dict__ == before and not zoo.SCRIPT_SCALER.is_enabled()

@@ -10,7 +10,9 @@ would, the CPU runs need what was asked:
 
 - :func:`remember` (installed when :mod:`devlint.runtime.step` is imported, so before a
   model file that imports ``TrainingStep`` defines its classes) makes every region keep the
-  ``enabled`` flag as asked (nothing else changes);
+  ``enabled`` flag as asked, and every ``torch.amp.GradScaler`` its arguments (a
+  ``GradScaler("cuda")`` made at import by a training script is disabled and keeps none of
+  them; nothing else changes);
 - for a region made before that, a decorator's own source says it: :func:`asked_enabled`
   reads the ``@...autocast(...)`` line above the decorated function (``enabled=`` a literal,
   or absent: enabled).
@@ -25,9 +27,10 @@ import textwrap
 
 import torch
 
-__all__ = ["remember", "asked_enabled"]
+__all__ = ["remember", "asked_enabled", "asked_scaler"]
 
 _KEY = "_devlint_asked_enabled"
+_SCALER_KEY = "_devlint_asked_scaler"
 
 
 def remember() -> None:
@@ -63,6 +66,23 @@ def remember() -> None:
         self.__dict__[_KEY] = bool(_signature(sub).bind(self, *args, **kwargs).arguments.get("enabled", True))
 
     sub.__init__ = sub_init
+    # a GradScaler("cuda") made without CUDA keeps none of its settings (disabled, it sets
+    # nothing): keep them as asked (its warning points into torch either way)
+    scaler = torch.amp.GradScaler
+    real_scaler = scaler.__init__
+
+    @functools.wraps(real_scaler)
+    def scaler_init(self, *args, **kwargs):
+        try:
+            bound = _signature(scaler).bind(self, *args, **kwargs)
+        except TypeError:
+            bound = None
+        real_scaler(self, *args, **kwargs)
+        if bound is not None:
+            bound.apply_defaults()
+            self.__dict__[_SCALER_KEY] = {k: v for k, v in bound.arguments.items() if k != "self"}
+
+    scaler.__init__ = scaler_init
 
 
 @functools.cache
@@ -123,3 +143,10 @@ def _from_source(func) -> bool | None:
     except (OSError, TypeError):
         return None
     return _source_flag(source)
+
+
+def asked_scaler(scaler) -> dict | None:
+    """The arguments a ``torch.amp.GradScaler`` was made with (``device``, ``init_scale``,
+    ``growth_factor``, ``backoff_factor``, ``growth_interval``, ``enabled``), as
+    :func:`remember` kept them; None for one made before it was installed."""
+    return scaler.__dict__.get(_SCALER_KEY)

@@ -47,7 +47,10 @@ def cuda_on_cpu(scale: float = 1.0, dtypes: set | None = None):
     to be while it is entered (:func:`devlint.runtime.autocast_requests.asked_enabled`):
     enabled in its dtype, as on the GPU, or off, what ``@torch.autocast("cuda",
     enabled=False)`` is for; off when nothing tells (float32 inside: a check that misses,
-    never a false alarm). A Function whose
+    never a false alarm). A ``GradScaler("cuda")`` made before the block, which torch disabled,
+    is the CPU scaler it was asked to be from its first ``scale`` in the block (its settings as
+    :func:`devlint.runtime.autocast_requests.asked_scaler` kept them, ``init_scale`` times
+    ``scale``), and is restored on exit. A Function whose
     forward is decorated ``@torch.amp.custom_fwd(device_type="cuda", ...)`` sees the CPU's
     autocast as CUDA's while it runs (``torch.is_autocast_enabled("cuda")``,
     ``torch.get_autocast_dtype("cuda")``, its ``cast_inputs``). Yields the list of the
@@ -108,15 +111,33 @@ def cuda_on_cpu(scale: float = 1.0, dtypes: set | None = None):
             real_exit(inner.pop(), *exc)
         return out
 
-    region.__init__, scaler.__init__ = region_init, scaler_init
+    real_scale = scaler.scale
+    converted: list = []
+
+    def scale_(self, outputs):
+        # a GradScaler("cuda") made before the block (at import, by a training script):
+        # torch disabled it; for this block it is the CPU scaler it was asked to be
+        asked = autocast_requests.asked_scaler(self)
+        if getattr(self, "_device", None) == "cuda" and not self._enabled and asked and asked["enabled"]:
+            saved = dict(self.__dict__)
+            real_scaler(self, "cpu", asked["init_scale"] * scale, asked["growth_factor"],
+                        asked["backoff_factor"], asked["growth_interval"], True)
+            converted.append((self, saved))
+            made.append(self)
+        return real_scale(self, outputs)
+
+    region.__init__, scaler.__init__, scaler.scale = region_init, scaler_init, scale_
     region.__enter__, region.__exit__ = enter, exit_
     torch.is_autocast_enabled, torch.get_autocast_dtype, amp._cast = is_enabled, get_dtype, cast
     try:
         yield made
     finally:
-        region.__init__, scaler.__init__ = real_region, real_scaler
+        region.__init__, scaler.__init__, scaler.scale = real_region, real_scaler, real_scale
         region.__enter__, region.__exit__ = real_enter, real_exit
         torch.is_autocast_enabled, torch.get_autocast_dtype, amp._cast = real_enabled, real_dtype, real_cast
+        for obj, saved in converted:  # as the step's author left it, for the next run
+            obj.__dict__.clear()
+            obj.__dict__.update(saved)
 
 
 class OwnAutocast:
