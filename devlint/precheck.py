@@ -22,12 +22,12 @@ from typing import Sequence
 
 from .precheck_cpu_flow import CpuFlow
 from .precheck_predicates import (Facts, Unit, arguments, builds_module, calls_in, dotted, has_backward, may_move,
-                                  methods_of, module_class, own_nodes, resolves_to, strip_module_methods,
+                                  methods_of, module_class, nodes_under, own_nodes, resolves_to, strip_module_methods,
                                   surely_guarded_calls, top_functions, torch_dtype, unit_may_move, walk)
 
 #: The rules import the shared predicates from here too (they live in ``precheck_predicates``).
 __all__ = ["Unit", "Facts", "candidates", "CpuFlow", "arguments", "builds_module", "calls_in", "dotted",
-           "has_backward", "may_move", "methods_of", "module_class", "own_nodes", "resolves_to",
+           "has_backward", "may_move", "methods_of", "module_class", "nodes_under", "own_nodes", "resolves_to",
            "strip_module_methods", "surely_guarded_calls", "top_functions", "torch_dtype", "unit_may_move", "walk"]
 
 def candidates(text: str, rules: Sequence[type], tree: ast.Module | None = None,

@@ -12,7 +12,7 @@ import ast
 from typing import TYPE_CHECKING
 
 from .batches import BATCH_PARAMS
-from .precheck_predicates import dotted, own_nodes, top_functions, walk
+from .precheck_predicates import dotted, nodes_under, own_nodes, top_functions
 
 if TYPE_CHECKING:  # annotations only
     from .precheck_predicates import Facts
@@ -85,7 +85,7 @@ class CpuFlow:
             return found
         found = {}
         plain: set[int] = set()
-        for node in walk(method):
+        for node in nodes_under(method, self.facts):
             t = node.__class__
             if t is ast.Assign:
                 for target in node.targets:
@@ -105,7 +105,7 @@ class CpuFlow:
                 found.setdefault(node.name if t is not ast.MatchMapping else node.rest, []).append(None)  # case {"x": x}
             elif t is ast.arg and node.arg in BATCH_PARAMS:
                 found.setdefault(node.arg, []).append(None)  # def step(model, batch, device): a batch
-        if method.__class__ in (ast.FunctionDef, ast.AsyncFunctionDef) and _moves_a_parameter(method):
+        if method.__class__ in (ast.FunctionDef, ast.AsyncFunctionDef) and _moves_a_parameter(method, self.facts):
             for arg in _parameters(method):  # def step(self, x, y): x moved, so y is an item too
                 found.setdefault(arg, []).append(None)
         self._bindings[id(method)] = found
@@ -116,10 +116,10 @@ class CpuFlow:
         if self._attrs is not None:
             return self._attrs
         found: dict[str, list] = {}
-        methods = [s for s in walk(self.cls) if s.__class__ in (ast.FunctionDef, ast.AsyncFunctionDef)]
+        methods = [s for s in nodes_under(self.cls, self.facts) if s.__class__ in (ast.FunctionDef, ast.AsyncFunctionDef)]
         for method in methods:
             plain: set[int] = set()
-            for node in walk(method):
+            for node in nodes_under(method, self.facts):
                 t = node.__class__
                 if t is ast.Assign or t is ast.AnnAssign:
                     targets = node.targets if t is ast.Assign else [node.target]
@@ -318,11 +318,11 @@ def _parameters(function: ast.AST) -> list[str]:
     return [a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs)]
 
 
-def _moves_a_parameter(function: ast.AST) -> bool:
+def _moves_a_parameter(function: ast.AST, facts: Facts) -> bool:
     """Does the ``def`` move one of its own parameters with ``.to(...)``/``.cuda(...)``
     (``DeviceFlow`` then takes its parameters for the items of one batch)?"""
     params = set(_parameters(function))
-    for node in walk(function):
+    for node in nodes_under(function, facts):
         if node.__class__ is _Call and node.func.__class__ is _Attribute and node.func.attr in ("to", "cuda"):
             receiver = node.func.value
             while receiver.__class__ in (_Attribute, ast.Subscript, _Call):

@@ -11,6 +11,7 @@ what the libcst analyses it stands for would find (named in each docstring).
 from __future__ import annotations
 
 import ast
+from collections import deque
 from typing import Iterable, Sequence
 
 
@@ -54,8 +55,34 @@ def methods_of(cls: ast.ClassDef, name: str) -> list[ast.AST]:
 
 
 def walk(node: ast.AST) -> Iterable[ast.AST]:
-    """Every node under ``node`` (itself included)."""
-    return ast.walk(node)
+    """Every node under ``node`` (itself included), in the order of ``ast.walk`` (breadth
+    first), each node's children read inline: ``ast.walk``'s two generators per node
+    (``iter_child_nodes``, ``iter_fields``) cost ~1.7x this on timm + accelerate."""
+    todo = deque((node,))
+    popleft, append, AST = todo.popleft, todo.append, ast.AST
+    while todo:
+        node = popleft()
+        for field in node._fields:
+            value = getattr(node, field, None)
+            if value.__class__ is list:
+                for item in value:
+                    if isinstance(item, AST):
+                        append(item)
+            elif isinstance(value, AST):
+                append(value)
+        yield node
+
+
+def nodes_under(node: ast.AST, facts: Facts) -> list[ast.AST]:
+    """``list(walk(node))``, kept in ``facts.memo`` for the file: the predicates walk the same
+    ``__init__`` and ``forward`` several times (DEV113, DEV114, DEV116, :class:`CpuFlow`)."""
+    kept = facts.memo.get("nodes_under")
+    if kept is None:
+        kept = facts.memo["nodes_under"] = {}
+    found = kept.get(id(node))
+    if found is None:
+        found = kept[id(node)] = list(walk(node))
+    return found
 
 
 def has_backward(facts: Facts) -> bool:
@@ -168,7 +195,7 @@ def surely_guarded_calls(facts: Facts, helper, availability: frozenset[str]) -> 
         return head in heads and f"torch.{rest}" in availability
 
     found: set[int] = set()
-    for node in ast.walk(facts.tree):
+    for node in walk(facts.tree):
         if node.__class__ is not ast.If or not sure(node.test):
             continue
         stack = list(node.body)
@@ -274,7 +301,7 @@ class Unit:
     def walk(self) -> Iterable[ast.AST]:
         """Every node of the unit's statements."""
         for statement in self.statements:
-            yield from ast.walk(statement)
+            yield from walk(statement)
 
     def calls(self, *names: str) -> Iterable[ast.Call]:
         """Calls ``x.<name>(...)`` or ``<name>(...)`` in this unit for each of ``names``."""

@@ -328,7 +328,14 @@ class View:
         ``torch``, as the rules need (this runs on every file)."""
         if "import" not in text or "torch" not in text:  # the rules need torch in the text anyway
             return set()
-        calls = {c for c in _CALLED.findall(text) if not c.rsplit(".", 1)[-1][:1].isupper()}  # no class
+        imports = [i for i in _imports(text) if i[0] or i[1].split(".", 1)[0] not in resolve._SKIPPED]
+        if not imports:
+            return set()
+        # only names whose head an import binds are looked up: the scan for calls is
+        # anchored on those heads (the same matches as ``_CALLED`` for them, ~3x faster)
+        heads = "|".join(re.escape(h) for h in sorted({i[3] for i in imports}, key=len, reverse=True))
+        called = re.compile(rf"(?<![\w.])((?:{heads})(?:\.[\w.]*)?)\s*\(")
+        calls = {c for c in called.findall(text) if not c.rsplit(".", 1)[-1][:1].isupper()}  # no class
         headers = list(_BASES.finditer(text))
         bases: dict[str, bool] = {}  # base -> some class deriving from it lacks a forward
         for i, header in enumerate(headers):
@@ -343,9 +350,7 @@ class View:
                 head, _, rest = used.partition(".")
                 table.setdefault(head, []).append((used, rest))
         codes: set[str] = set()
-        for level, module, name, local in _imports(text):
-            if level == 0 and module.split(".", 1)[0] in resolve._SKIPPED:
-                continue
+        for level, module, name, local in imports:
             for table, wanted in zip(by_head, (FUNCTION_RULES, CLASS_RULES)):
                 if set(wanted) <= codes:
                     continue

@@ -8,7 +8,7 @@ import libcst as cst
 
 from ..dataflow import CPU, FACTORIES, INP, LEGACY_CONSTRUCTORS, DeviceFlow
 from ..names import dotted
-from ..precheck import methods_of, resolves_to, walk
+from ..precheck import methods_of, nodes_under, resolves_to
 from ..rule import Rule
 
 #: The calls the dataflow records as a CPU tensor's ``origins`` (the nodes this rule reports).
@@ -37,7 +37,7 @@ class FactoryWithoutDeviceInForward(Rule):
         a class) is the only frame it reports in."""
         for cls in facts.classes:
             for forward in methods_of(cls, "forward"):
-                for node in walk(forward):
+                for node in nodes_under(forward, facts):
                     if (
                         node.__class__ is ast.Call
                         and not any(kw.arg == "device" for kw in node.keywords)

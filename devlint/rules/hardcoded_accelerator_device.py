@@ -11,7 +11,7 @@ from ..device_scope import DeviceScope
 from ..devices import ACCELERATOR, DEVICE_KEYWORDS, POSITIONAL_DEVICE_CALLS, device_arguments, is_cpu, literal_device
 from ..guards import config_flag, polarity, string_value
 from ..names import dotted
-from ..precheck import calls_in
+from ..precheck import calls_in, walk
 from ..precheck import dotted as ast_dotted
 from ..rule import NodeFix, Rule
 
@@ -396,7 +396,7 @@ def _device_positions(call: ast.Call, facts) -> list:
 def _binds_accelerator(tree, names: set[str]) -> bool:
     """Does the file bind one of ``names`` (dotted) to an accelerator literal, by an assignment
     or as a parameter's default (the rule's ``_bind``)?"""
-    for node in ast.walk(tree):
+    for node in walk(tree):
         t = node.__class__
         if t is ast.Assign:
             if _accelerator_ast(node.value) and any(ast_dotted(target) in names for target in node.targets):

@@ -7,7 +7,7 @@ import ast
 import libcst as cst
 
 from ..dataflow import MODEL, DeviceFlow
-from ..precheck import builds_module, methods_of, module_class, walk
+from ..precheck import builds_module, methods_of, module_class, nodes_under
 from ..rule import Rule
 
 _EMPTY_CALLS = frozenset({"list", "dict", "tuple"})
@@ -34,7 +34,7 @@ class SubmodulesInPlainContainer(Rule):
                 continue
             for init in methods_of(cls, "__init__"):
                 empty = set()
-                for node in walk(init):
+                for node in nodes_under(init, facts):
                     if node.__class__ is not ast.Assign:
                         continue
                     for target in node.targets:
@@ -45,7 +45,7 @@ class SubmodulesInPlainContainer(Rule):
                             return True
                         if holds is None:
                             empty.add(target.attr)
-                if empty and any(_fills_with_module(n, facts, empty) for n in walk(init)):
+                if empty and any(_fills_with_module(n, facts, empty) for n in nodes_under(init, facts)):
                     return True
         return False
 

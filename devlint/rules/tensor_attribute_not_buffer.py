@@ -8,7 +8,7 @@ import libcst as cst
 
 from ..dataflow import CPU, DeviceFlow
 from ..expression_kinds import _one_dimensional
-from ..precheck import CpuFlow, methods_of, walk
+from ..precheck import CpuFlow, methods_of, nodes_under
 from ..rule import Rule
 
 _SHAPE_ONLY = frozenset({"shape", "device", "dtype", "ndim", "size", "dim", "numel", "is_cuda"})
@@ -149,12 +149,12 @@ class ScheduledLoss(nn.Module):
                 continue
             read = {
                 node.attr
-                for forward in forwards for node in walk(forward)
+                for forward in forwards for node in nodes_under(forward, facts)
                 if node.__class__ is ast.Attribute and node.value.__class__ is ast.Name
             }
             flow = None
             for init in inits:
-                for node in walk(init):
+                for node in nodes_under(init, facts):
                     if node.__class__ is ast.Assign and any(
                         t.__class__ is ast.Attribute and t.value.__class__ is ast.Name and t.attr in read for t in node.targets
                     ):
