@@ -42,7 +42,7 @@ import warnings
 
 import torch
 
-__all__ = ["POLICIES", "CUDA_RULES", "CONVOLUTIONS", "SOURCES", "dispatcher_ops", "policy", "current",
+__all__ = ["POLICIES", "CUDA_RULES", "CUDNN_RNN", "CONVOLUTIONS", "SOURCES", "dispatcher_ops", "policy", "current",
            "float32_convolutions", "BannedUnderAutocast"]
 
 #: The values of ``check_step(autocast_policy=...)``: ``"cuda"`` applies CUDA autocast's rules
@@ -67,6 +67,8 @@ SOURCES = {
     "h-append": f"ATen/autocast_mode.h ({_VERSION}), AT_FORALL_DIFFERENT_REDISPATCH_SIGNATURE",
     "h-promote": f"ATen/autocast_mode.h ({_VERSION}), AT_FORALL_PROMOTE",
     "cudnn": f"{_VERSION} dispatcher: AutocastCUDA kernel, cuDNN-only op (no CPU kernel)",
+    "cudnn-rnn": f"ATen/cudnn/AutocastRNN.cpp and native/cudnn/RNN.cpp ({_VERSION}, CUDA builds): "
+                 "_cudnn_rnn's Autocast kernel, promote_rnn_math_type",
 }
 
 
@@ -125,6 +127,17 @@ CUDA_RULES: dict[str, tuple[str, str | None, str]] = {
     "aten::cudnn_convolution": ("lower", None, "cudnn"),
     "aten::cudnn_convolution_transpose": ("lower", None, "cudnn"),
 }
+
+#: The recurrent layers (``nn.LSTM``, ``nn.GRU``, ``nn.RNN``): on a GPU they run cuDNN's
+#: ``_cudnn_rnn``, whose autocast kernel is compiled only into CUDA builds (so no CPU build's
+#: dispatcher lists it): it casts the input, hidden state and weights to autocast's dtype, and
+#: cuDNN computes with them in float32 (``promote_rnn_math_type``: half data, float math),
+#: its outputs in that dtype. Rule ``rnn``: the floating-point arguments rounded to the low
+#: dtype (an input past 65504 is inf, as on the GPU), the layer computed in float32 from those
+#: values, its outputs rounded once to the low dtype. Source key ``cudnn-rnn``.
+CUDNN_RNN: dict[str, tuple[str, str | None, str]] = {
+    f"aten::{op}.{ov}": ("rnn", None, "cudnn-rnn")
+    for op in ("lstm", "gru", "rnn_tanh", "rnn_relu") for ov in ("input", "data")}
 
 #: ``norm`` overloads without a dtype -> the overload CUDA autocast calls with float32.
 _APPEND = {"aten::norm.Scalar": "ScalarOpt_dtype", "aten::norm.ScalarOpt_dim": "ScalarOpt_dim_dtype"}
@@ -205,6 +218,9 @@ def _kernel(name: str, rule: str):
     def kernel(*args, **kwargs):
         low = torch.get_autocast_dtype("cpu")
         with torch._C._ExcludeDispatchKeyGuard(_EXCLUDE):
+            if rule == "rnn":  # rounded to the low dtype, computed in float32, rounded once
+                wide = op(*_cast(_cast(args, low), torch.float32), **_cast(_cast(kwargs, low), torch.float32))
+                return tuple(t.to(low) if _eligible(t) else t for t in wide)
             if rule == "lower":
                 if conv and _WIDE_CONV.get():
                     wide = op(*_cast(_cast(args, low), torch.float32), **_cast(_cast(kwargs, low), torch.float32))
@@ -285,6 +301,8 @@ def policy(name: str = "cuda"):
             warnings.simplefilter("ignore")
             for n in sorted(handled):
                 lib.impl(n[len("aten::"):], _kernel(n, CUDA_RULES[n][0]), "AutocastCPU")
+            for n in sorted(CUDNN_RNN):
+                lib.impl(n[len("aten::"):], _kernel(n, "rnn"), "AutocastCPU")
             for n in sorted(cpu - cuda):
                 lib.impl(n[len("aten::"):], torch.library.fallthrough_kernel, "AutocastCPU")
         yield handled

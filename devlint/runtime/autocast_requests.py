@@ -67,22 +67,22 @@ def remember() -> None:
 
     sub.__init__ = sub_init
     # a GradScaler("cuda") made without CUDA keeps none of its settings (disabled, it sets
-    # nothing): keep them as asked (its warning points into torch either way)
+    # nothing): keep them as asked, from __new__ so its warning still points at the caller
     scaler = torch.amp.GradScaler
-    real_scaler = scaler.__init__
 
-    @functools.wraps(real_scaler)
-    def scaler_init(self, *args, **kwargs):
+    def scaler_new(kind, *args, **kwargs):
+        self = object.__new__(kind)
         try:
-            bound = _signature(scaler).bind(self, *args, **kwargs)
-        except TypeError:
-            bound = None
-        real_scaler(self, *args, **kwargs)
-        if bound is not None:
-            bound.apply_defaults()
-            self.__dict__[_SCALER_KEY] = {k: v for k, v in bound.arguments.items() if k != "self"}
+            bound = _signature(kind).bind(self, *args, **kwargs)
+        except TypeError:  # torch's __init__ raises its own error for these arguments
+            return self
+        bound.apply_defaults()
+        asked = {k: v for k, v in bound.arguments.items() if k != "self"}
+        asked.setdefault("device", "cuda")  # torch.cuda.amp.GradScaler
+        self.__dict__[_SCALER_KEY] = asked
+        return self
 
-    scaler.__init__ = scaler_init
+    scaler.__new__ = scaler_new
 
 
 @functools.cache
