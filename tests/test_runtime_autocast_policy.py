@@ -78,3 +78,23 @@ def test_unknown_policy_is_refused():
     with pytest.raises(ValueError, match="unknown autocast policy"):
         with ap.policy("tpu"):
             pass
+
+
+def test_recurrent_layers_follow_cudnn_autocast_rounded_inputs_float32_math():
+    # _cudnn_rnn's autocast kernel exists only in CUDA builds: no CPU dispatcher lists these ops
+    assert not set(ap.CUDNN_RNN) & ap.dispatcher_ops("AutocastCUDA")
+    assert all(ap.SOURCES[src] for _, _, src in ap.CUDNN_RNN.values())
+    torch.manual_seed(0)
+    lstm = torch.nn.LSTM(3, 4, batch_first=True)
+    x = torch.randn(2, 5, 3)
+    with ap.policy("cuda"), torch.autocast("cpu", dtype=torch.float16):
+        out, (h, c) = lstm(x)
+        big, _ = lstm(x * 1e5)  # past 65504: inf once cast, as under cuDNN
+    assert (out.dtype, h.dtype, c.dtype) == (torch.float16,) * 3
+    assert not torch.isfinite(big).all()
+    with torch.no_grad():  # the float32 layer on the inputs and weights rounded to float16
+        ref = torch.nn.LSTM(3, 4, batch_first=True)
+        for p, q in zip(ref.parameters(), lstm.parameters()):
+            p.copy_(q.half().float())
+        want = ref(x.half().float())[0].half()
+    assert torch.equal(out, want)
