@@ -7,7 +7,6 @@ per-parameter numbers outlive the run. A step that raises is recorded, not raise
 from __future__ import annotations
 
 import contextlib
-import copy
 import math
 import re
 import warnings
@@ -22,7 +21,7 @@ from .grad_edits import GradEdits
 from .names import first_line, raising_function, raising_module
 from .own_autocast import cuda_on_cpu
 from .step import Parameters, TrainingStep, fixed_reseed, map_tensors, scalar_loss, seed_host
-from .workcopy import WorkingCopy, trim_heap
+from .workcopy import WorkingCopy, clone_model, trim_heap
 
 __all__ = ["Raw", "run_once", "every_scale_skipped", "INIT_SCALE", "MAX_HALVINGS"]
 
@@ -155,17 +154,18 @@ def _run_once(step: TrainingStep, device: str, mode: str, seed: int, *, keep: bo
     range_hooks: list = []
     edits = None
     try:
-        model = bench.take() if bench is not None else copy.deepcopy(step.model)
+        model = bench.take() if bench is not None else clone_model(step.model)
         batch = step.batch
-        if mode == "float32" and any(p.dtype in _LOW for p in model.parameters()):
+        params = list(model.parameters())
+        if mode == "float32" and any(p.dtype in _LOW for p in params):
             model.float()  # the float32 run is float32 even for a model.half()
             batch = map_tensors(lambda t: t.float() if t.dtype in _LOW else t, batch)
         if round_to:
             with torch.no_grad():
-                for p in model.parameters():
+                for p in params:
                     p.copy_(round_trip(p, round_to))
             batch = map_tensors(lambda t: round_trip(t, round_to), batch)
-        start = {n: p for n, p in step.model.named_parameters()}
+        start = bench.original_parameters() if bench is not None else dict(step.model.named_parameters())
         if stand_in:
             raw.unmoved = standin.unregistered_tensors(model)
             ctx = standin.stand_in(model, backward_labels)
@@ -181,7 +181,7 @@ def _run_once(step: TrainingStep, device: str, mode: str, seed: int, *, keep: bo
         phase = "moving the model"
         if stand_in:
             standin.to_stand_in(model)
-        elif target != "cpu" or any(t.device.type != "cpu" for t in [*model.parameters(), *model.buffers()]):
+        elif target != "cpu" or any(t.device.type != "cpu" for t in [*params, *model.buffers()]):
             model.to(target)  # (on the CPU already: nothing to move, skip the walk over modules)
         batch = map_tensors(lambda t: t.to(target), batch)
         named = list(model.named_parameters())
@@ -332,8 +332,9 @@ def _run_once(step: TrainingStep, device: str, mode: str, seed: int, *, keep: bo
             return cpu(p) - before
 
         optimizer.state.clear()  # its buffers are not compared: free them first
-        state = _state(model, captured)
-        before = {n: t.detach() for n, t in _state(step.model, None)}  # (no autograd in the comparisons)
+        state = _state(model, captured, named)
+        before = dict(bench.original_state() if bench is not None else  # (no autograd in the comparisons)
+                      ((n, t.detach()) for n, t in _state(step.model, None)))
         if keep:
             # copies: the working copy's buffers are overwritten by the next run (WorkingCopy)
             raw.state = {n: _elem(t).to("cpu", torch.float32 if t.is_floating_point() else None, copy=True)
@@ -446,12 +447,14 @@ def _range_hooks(model: torch.nn.Module, round_to) -> list:
     return [m.register_forward_hook(hook) for m in model.modules()]
 
 
-def _state(model: torch.nn.Module, captured: dict | None) -> list[tuple[str, torch.Tensor]]:
+def _state(model: torch.nn.Module, captured: dict | None, named: list | None = None) -> list[tuple[str, torch.Tensor]]:
     """What the step may change besides trained parameters: every buffer, and (``captured``
     given: the gradients the optimizer saw) every parameter that got no gradient (an EMA
-    copy kept as a frozen parameter); with ``captured`` None, every parameter, as candidates."""
+    copy kept as a frozen parameter); with ``captured`` None, every parameter, as candidates.
+    ``named``: the model's ``named_parameters()`` already listed."""
     out = list(model.named_buffers())
-    out += [(n, p) for n, p in model.named_parameters() if captured is None or captured.get(n) is None]
+    out += [(n, p) for n, p in (named if named is not None else model.named_parameters())
+            if captured is None or captured.get(n) is None]
     return out
 
 
