@@ -19,7 +19,7 @@ import torch
 from .compare import Errors, Tolerances, unit_roundoff
 from .names import module_of
 
-__all__ = ["module_rows", "FLOAT16_SUBNORMAL"]
+__all__ = ["module_rows", "tiny_counts", "FLOAT16_SUBNORMAL"]
 
 #: float16's smallest subnormal, 2**-24: a gradient element smaller in magnitude is zero in
 #: float16 (IEEE 754 binary16).
@@ -32,8 +32,22 @@ def _rel(diff: float, ref: float) -> float:
     return math.sqrt(diff / ref) if ref > 0 else (0.0 if diff == 0 else math.inf)
 
 
+def tiny_counts(ref_grads: dict, cache: dict | None = None) -> dict[str, int]:
+    """Per parameter with a gradient, how many of its reference gradient's elements are
+    non-zero and below :data:`FLOAT16_SUBNORMAL` in magnitude (what float16 cannot hold
+    unscaled). ``cache``: the reference's dict of per-check numbers (``Raw.norms``), where
+    the counts are kept after the first call."""
+    found = cache.get("tiny") if cache is not None else None
+    if found is None:
+        found = {n: int(torch.count_nonzero((g != 0) & (g.abs() < FLOAT16_SUBNORMAL)))
+                 for n, g in ref_grads.items() if g is not None}
+        if cache is not None:
+            cache["tiny"] = found
+    return found
+
+
 def module_rows(model: torch.nn.Module, errors: Errors, floor: Errors | None, tol: Tolerances,
-                mode: str, ref_grads: dict | None = None) -> list[dict]:
+                mode: str, ref_grads: dict | None = None, cache: dict | None = None) -> list[dict]:
     """The per-module view of one run, in the model's parameter order.
 
     Args:
@@ -44,6 +58,8 @@ def module_rows(model: torch.nn.Module, errors: Errors, floor: Errors | None, to
         mode: ``"bfloat16"``, ``"float16"`` or ``"float32"``.
         ref_grads: the reference gradients (CPU tensors by parameter name), for the float16
             share of elements below :data:`FLOAT16_SUBNORMAL`; None to leave it out.
+        cache: the reference's dict of per-check numbers (``Raw.norms``): the module of each
+            parameter and the counts of :func:`tiny_counts` are kept there; None: none kept.
 
     Returns:
         one dict per module: ``module``, ``params`` (element count), ``grad_err``,
@@ -54,14 +70,17 @@ def module_rows(model: torch.nn.Module, errors: Errors, floor: Errors | None, to
     """
     judged = errors.judged(tol)
     rows: dict[str, dict] = {}
+    modules = cache.setdefault("modules", {}) if cache is not None else {}
+    tiny = tiny_counts(ref_grads, cache) if ref_grads is not None and mode == "float16" else {}
     for name, p in errors.params.items():
-        row = rows.setdefault(module_of(model, name), {"n": 0, "d": 0.0, "r": 0.0, "fd": 0.0, "fr": 0.0,
-                                                    "zeros": 0, "tiny": 0, "judged": False})
+        module = modules.get(name)
+        if module is None:
+            module = modules[name] = module_of(model, name)
+        row = rows.setdefault(module, {"n": 0, "d": 0.0, "r": 0.0, "fd": 0.0, "fr": 0.0,
+                                       "zeros": 0, "tiny": 0, "judged": False})
         row["n"] += p.n
         row["zeros"] += p.zeros
-        if ref_grads is not None and mode == "float16" and ref_grads.get(name) is not None:
-            g = ref_grads[name]
-            row["tiny"] += int(torch.count_nonzero((g != 0) & (g.abs() < FLOAT16_SUBNORMAL)))
+        row["tiny"] += tiny.get(name, 0)
         if name not in judged:
             continue
         row["judged"] = True

@@ -14,6 +14,7 @@ import re
 import torch
 
 from . import probes, underflow_probe
+from .by_module import tiny_counts
 from .compare import DTYPES, Tolerances, Verdict
 from .names import first_line, module_of
 from .report import STAND_IN_RUN, Finding
@@ -296,8 +297,7 @@ def underflow_finding(step, raw, ref, tol: Tolerances) -> Finding | None:
         lost = sum(p.zeros for p in raw.errors.params.values())
         kept, info = 0, False
     else:
-        tiny = {n: int(torch.count_nonzero((g != 0) & (g.abs() < 2.0 ** -24)))
-                for n, g in ref.grads.items() if g is not None}
+        tiny = tiny_counts(ref.grads, ref.norms)
         lost = sum(tiny.values())
         kept = lost - sum(min(raw.errors.params[n].zeros, m) for n, m in tiny.items() if n in raw.errors.params)
         info = True  # the step scales its loss: what float16 cannot hold is its range, not a bug

@@ -86,7 +86,7 @@ class Raw:
     unmoved: dict = field(default_factory=dict)
     state: dict = field(default_factory=dict)  # references: buffers the step changed (CPU)
     state_nonfinite: list = field(default_factory=list)  # references: (name, count, numel)
-    norms: dict = field(default_factory=dict)  # references: squared norms, filled by measure
+    norms: dict = field(default_factory=dict)  # references: squared norms (measure), modules, tiny counts
     floor_errors: Errors | None = None  # the noise-floor run's, when one was measured
     grad_max: float | None = None  # references: the largest |gradient| element (scale search hint)
     unlabelled: bool = False  # stand-in runs: a module's name was needed in backward (rerun)

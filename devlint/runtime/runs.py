@@ -345,7 +345,7 @@ def _row(step, raw: Raw, ref: Raw, tol: Tolerances, seed: int, cross: bool, repo
     raw.ok = verdict.ok
     report.notes += verdict.notes
     run.modules = by_module.module_rows(step.model, raw.errors, raw.floor_errors, tol, raw.mode,
-                                        ref.grads if raw.mode == "float16" else None)
+                                        ref.grads if raw.mode == "float16" else None, ref.norms)
     if not verdict.ok:
         run.status = "mismatch"
         report.findings.append(mismatch_finding(step, raw, verdict, seed, tol))
