@@ -41,6 +41,8 @@ from dataclasses import dataclass, field
 
 import torch
 
+from .group_sums import group_sums
+
 __all__ = ["Tolerances", "DEFAULT_TOLERANCES", "resolve_tolerances", "ParamError", "Errors",
            "Verdict", "Rounding", "Delta", "CHUNK", "measure", "needs_floor", "judge", "unit_roundoff",
            "round_trip", "round_range", "FLOAT16_TINY", "rel_l2", "DTYPES"]
@@ -433,46 +435,21 @@ def _sums_of(pairs: list, zeros: bool, known: dict) -> dict:
 
 
 #: Tensors of at most ``_GROUPED`` elements are compared in groups of at most ``_GROUP``
-#: elements (:func:`_group_sums`): below it a tensor's dozen Python-dispatched ops cost more
-#: than the group's float64 passes over its elements, and a group's temporaries stay small
-#: enough to be reused from the heap (larger ones are fresh pages, each a page fault).
+#: elements (:func:`devlint.runtime.group_sums.group_sums`): below it a tensor's dozen
+#: Python-dispatched ops cost more than the group's float64 passes over its elements, and a
+#: group's temporaries stay small enough to be reused from the heap (not fresh pages).
 _GROUPED, _GROUP = 1024, 8192
-_FLOAT32_MAX = torch.finfo(torch.float32).max
-
-
-def _f32(v: float) -> float:
-    """A float64 sum as a float32 dot ends: beyond float32's range it is +-inf."""
-    return math.copysign(math.inf, v) if abs(v) > _FLOAT32_MAX else v
-
-
-def _cat(flats: list) -> torch.Tensor:
-    """Flat tensors concatenated, as float32 on the CPU (each moved first when they are on
-    several devices)."""
-    if len({t.device for t in flats}) > 1:
-        flats = [t.to("cpu") for t in flats]
-    return torch.cat(flats).to("cpu", torch.float32)
 
 
 def _group_sums(group: list, zeros: bool, known: dict, out: dict) -> None:
-    """:func:`_sums_of` for one group: the tensors concatenated in float32, every sum taken per
-    tensor in float64 (one ``torch.segment_reduce``; float32 products are exact in float64),
-    where :func:`_sq_sums` sums a float32 ``torch.dot``: the two differ by that dot's
-    rounding (~1e-7 relative). A square sum beyond float32's range is ``inf``, as the float32
-    dot's."""
-    with torch.no_grad():
-        a = _cat([x.chunk(0, x.numel()) if isinstance(x, Delta) else x.reshape(-1) for _, x, _ in group])
-        b = _cat([r.reshape(-1) for _, _, r in group])
-        d = a - b
-        ad, bd, dd = a.double(), b.double(), d.double()
-        rows = torch.stack([dd * dd, ad * bd, ad * ad, bd * bd, *([((a == 0) & (b != 0)).double()] if zeros else [])])
-    lengths = torch.tensor([[r.numel() for _, _, r in group]]).expand(len(rows), -1).contiguous()
-    sums = torch.segment_reduce(rows, "sum", lengths=lengths, axis=1).tolist()
-    for i, (key, _, _) in enumerate(group):
-        sq_diff = _f32(sums[0][i]) if math.isfinite(sums[0][i]) else math.inf
-        sq_ref = known.get(key)
-        if sq_ref is None:
-            sq_ref = known[key] = _f32(sums[3][i])
-        out[key] = (sq_diff, sq_ref, int(sums[4][i]) if zeros else 0, _f32(sums[1][i]), _f32(sums[2][i]))
+    """:func:`_sums_of` for one group (:func:`devlint.runtime.group_sums.group_sums`)."""
+    runs = [x.chunk(0, x.numel()) if isinstance(x, Delta) else x.reshape(-1) for _, x, _ in group]
+    sums = group_sums(runs, [r.reshape(-1) for _, _, r in group], zeros,
+                      any(known.get(k) is None for k, _, _ in group))
+    for (key, _, _), (sq_diff, sq_ref, lost, dot, sq_run) in zip(group, sums):
+        if known.get(key) is None:
+            known[key] = sq_ref
+        out[key] = (sq_diff, known[key], lost, dot, sq_run)
 
 
 def needs_floor(errors: Errors, mode: str, tol: Tolerances) -> bool:
