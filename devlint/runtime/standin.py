@@ -519,11 +519,19 @@ def _without_cpu_kernel(func, args, kwargs, exc):
     return _map(lambda t: t.to(dtype) if t.dtype == torch.float64 else t, out)
 
 
-def _tensor_factory(orig):
+def _tensor_factory(orig, name: str, mode=None):
+    """``torch.<name>`` (``tensor``, ``as_tensor``, ``asarray``, ``from_numpy``) on the stand-in:
+    ``device="meta"`` makes a tagged tensor; a CPU tensor made from data while ``mode`` runs the
+    step is recorded as made by ``torch.<name>`` in the module running (a 1-d
+    ``torch.tensor([...])`` in a forward is a factory without ``device=``, not an unmoved global)."""
     def make(data, *args, device=None, **kwargs):
         if _is_stand_in(device):
             return Tagged(orig(data, *args, device="cpu", **kwargs))
-        return orig(data, *args, device=device, **kwargs)
+        out = orig(data, *args, **kwargs) if name == "from_numpy" else orig(data, *args, device=device, **kwargs)
+        if mode is not None and type(out) is torch.Tensor and out.device.type == "cpu" \
+                and not isinstance(data, torch.Tensor):  # (lift_fresh recorded its own input)
+            mode.made[out] = ("made", f"torch.{name}", mode._label())
+        return out
 
     return make
 
@@ -540,7 +548,7 @@ def stand_in(model: torch.nn.Module, backward_labels: bool = True):
 
     tracker = Tracker(backward_labels)
     mode = StandIn(tracker, model)
-    saved = {n: getattr(torch, n) for n in ("tensor", "as_tensor", "asarray")}
+    saved = {n: getattr(torch, n) for n in ("tensor", "as_tensor", "asarray", "from_numpy")}
     autocast_init = torch.amp.autocast_mode.autocast.__init__
     ctc = (torch.ctc_loss, F.ctc_loss)
 
@@ -558,7 +566,7 @@ def stand_in(model: torch.nn.Module, backward_labels: bool = True):
 
     try:
         for n, f in saved.items():
-            setattr(torch, n, _tensor_factory(f))
+            setattr(torch, n, _tensor_factory(f, n, mode))
         torch.amp.autocast_mode.autocast.__init__ = init
         torch.ctc_loss, F.ctc_loss = lenient(ctc[0]), lenient(ctc[1])
         with tracker, mode:
