@@ -33,6 +33,7 @@ __all__ = ["STAND_IN", "Tagged", "StandIn", "Mix", "StandInUnsupported", "stand_
            "module_label", "prefer_foreach"]
 
 STAND_IN = "meta"
+_STAND_IN_DEVICE = torch.device(STAND_IN)
 _aten = torch.ops.aten
 #: Ops that take CPU tensors next to CUDA ones on a real GPU.
 CPU_OK = {
@@ -59,7 +60,7 @@ class Tagged(torch.Tensor):
     def __new__(cls, elem: torch.Tensor):
         r = torch.Tensor._make_wrapper_subclass(
             cls, elem.size(), strides=elem.stride(), storage_offset=elem.storage_offset(),
-            dtype=elem.dtype, layout=elem.layout, device=STAND_IN, requires_grad=elem.requires_grad)
+            dtype=elem.dtype, layout=elem.layout, device=_STAND_IN_DEVICE, requires_grad=elem.requires_grad)
         r.elem = elem
         return r
 
@@ -207,6 +208,26 @@ def _flat(obj, out):
         for v in obj.values():
             _flat(v, out)
     return out
+
+
+def _split_args(args: tuple, tagged: list, plain: list) -> tuple:
+    """:func:`_split` of an op's positional arguments, the tensors and scalars among them
+    handled in this loop (no call per argument: ~5 us of an op's ~35 us on the stand-in)."""
+    out = []
+    for v in args:
+        if type(v) is Tagged:
+            tagged.append(v)
+            out.append(v.elem)
+        elif type(v) in _LEAVES:
+            out.append(v)
+        else:
+            out.append(_split(v, tagged, plain))
+    return tuple(out)
+
+
+#: Argument types that hold no tensor (:func:`_split_args`).
+_LEAVES = frozenset({int, float, bool, str, type(None), torch.dtype, torch.device, torch.layout,
+                     torch.memory_format})
 
 
 def _split(obj, tagged: list, plain: list):
@@ -363,7 +384,7 @@ class StandIn(TorchDispatchMode):
         self.ops += 1
         tagged: list = []
         untagged: list = []
-        uargs = _split(args, tagged, untagged)
+        uargs = _split_args(args, tagged, untagged)
         dev = None
         to_stand_in = False
         if kwargs:
