@@ -118,6 +118,10 @@ class Frame:
 class AmpAnalysis(Analysis):
     """Autocast regions and GradScaler use, per frame (see the module docstring)."""
 
+    #: keyed by the ids of the nodes visited, read for the nodes of the frame being judged
+    walk_logs = ("_arms", "loop_targets", "loop_nodes", "statements")
+    walk_scratch = ("closed",)  # set by every leave_FunctionDef/leave_Module before a rule reads it
+
     def __init__(self, ctx) -> None:
         super().__init__(ctx)
         self.frame: Frame | None = None

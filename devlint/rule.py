@@ -54,6 +54,13 @@ class Participant:
     #: ``visit_Module``; ``None``: every name. Where every participant with a ``visit_Name``
     #: sets one, the engine walks no other name (a third of all nodes are names).
     wanted_names: set[str] | None = None
+    #: Attributes that only collect facts of the nodes the walk visits (keyed by those nodes or
+    #: their ``id``, or a list read when the module is left), never read back while the walk
+    #: visits another member of a class: :mod:`devlint.resume_tail` adds what the unchanged
+    #: members after an edited one added to them, instead of comparing them.
+    walk_logs: ClassVar[tuple[str, ...]] = ()
+    #: Attributes always written before they are read (the frame just left): not compared.
+    walk_scratch: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, ctx) -> None:
         self.ctx = ctx

@@ -323,3 +323,145 @@ def test_typing_in_a_late_method_resumes_the_walk_and_gives_a_full_lints_finding
         new = "\n".join(lines)
         assert lint_text(new, path, state) == check_source(new.encode(), path, ["DEV"], []), step
     assert len(restored) >= 3, restored
+
+
+def tail_class(methods: int = 12) -> str:
+    """A long class whose later members read what an earlier one may set: ``self.use_cuda``
+    (a guard name), ``self.scaler`` (a GradScaler attribute), a version flag read through the
+    whole text, deprecated AMP names whose fix needs every use, loops over a loader, findings
+    with fixes in most of them. The middle method (``middle``) is the one the edits type in."""
+    parts = ["import torch\nfrom torch.cuda.amp import autocast\n\n\nclass Trainer:\n"
+             "    def __init__(self, model):\n        self.model = model\n        self.use_cuda = False\n"
+             "        self.heads = [torch.nn.Linear(2, 2) for _ in range(2)]\n\n"]
+    for k in range(methods):
+        if k == methods // 2:
+            parts.append("    def middle(self, batch):\n        out = self.model(batch)\n        # typing here\n"
+                         "        return out\n\n")
+        if k % 4 == 0:
+            parts.append(f"    def guarded{k}(self, x):\n        if self.use_cuda:\n            x = x.cuda()\n"
+                         f"        return torch.zeros({k}).cuda() + x\n\n")
+        elif k % 4 == 1:
+            parts.append(f"    def amp{k}(self, loss, opt):\n        with autocast():\n            out = self.model(loss)\n"
+                         f"        self.scaler.scale(out).backward()\n        torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)\n"
+                         f"        self.scaler.step(opt)\n\n")
+        elif k % 4 == 2 and k < methods // 2:  # it reads the whole text: no tail resumed over it
+            parts.append(f"    def gated{k}(self):\n        if HAS_NEW_AMP:\n            return torch.cuda.amp.GradScaler()\n"
+                         f"        return torch.load('w{k}.pt')\n\n")
+        elif k % 4 == 2:
+            parts.append(f"    def old_amp{k}(self, x):\n        with torch.cuda.amp.autocast():\n            y = autocast()\n"
+                         f"        return torch.load('w{k}.pt', map_location='cpu')\n\n")
+        else:
+            parts.append(f"    def loop{k}(self, loader, device):\n        for x, y in loader:\n"
+                         f"            loss = self.model(x.to(device), y)\n            loss.backward()\n\n")
+    parts.append("\ntrainer = Trainer(torch.nn.Linear(2, 2)).cuda()\n")
+    return "".join(parts)
+
+
+#: lines typed into ``middle``: neutral ones, and ones that change what the later members see
+TAIL_INSERTS = ["        # typing", "        z = torch.zeros(1).cuda()", "        self.use_cuda = torch.cuda.is_available()",
+                "        # more", "        self.scaler = torch.cuda.amp.GradScaler()", "        x = autocast()",
+                "        HAS_NEW_AMP = version.parse(torch.__version__) >= version.parse('2.4')",
+                "        import torch.cuda.amp as amp", "        for x in batch:\n            y = x.cuda()",
+                "        if not torch.cuda.is_available():\n            return", "        # last"]
+
+
+def _typing_in_middle(monkeypatch, project=None, root=None) -> tuple[list, list]:
+    """Type :data:`TAIL_INSERTS` one after another (each added, then the next on top) into the
+    middle method, then remove them one by one; every lint compared with ``devlint check``.
+    Returns (how often the tail was resumed, how often it was recorded)."""
+    from devlint import resume_tail
+
+    resumed, recorded = [], []
+    restore, record = resume_tail.TailResume._restore, resume_tail.TailResume._record
+    monkeypatch.setattr(resume_tail.TailResume, "_restore", staticmethod(lambda *a: resumed.append(1) or restore(*a)))
+    monkeypatch.setattr(resume_tail.TailResume, "_record", lambda self, *a: recorded.append(1) or record(self, *a))
+    text = tail_class()
+    lines = text.split("\n")
+    row = lines.index("        # typing here")
+    path = str((root or Path("/nonexistent-devlint-test")) / "trainer.py")
+    state = DocumentState()
+
+    def full(new):
+        view = project.view(path) if project is not None else None
+        return check_source(new.encode(), path, ["DEV"], [], project=view)
+
+    assert lint_text(text, path, state, project=project) == full(text)
+    steps = [*((k, line) for k, line in enumerate(TAIL_INSERTS)), *((k, None) for k in reversed(range(len(TAIL_INSERTS))))]
+    for step, (k, line) in enumerate(steps):
+        if line is not None:
+            lines.insert(row + 1, line)
+        else:
+            del lines[row + 1]
+        new = "\n".join(lines)
+        assert lint_text(new, path, state, project=project) == full(new), (step, k, line)
+        for again in range(2):  # keep typing on the line: the tail is resumed when nothing it reads changed
+            lines[row] += "x"
+            new = "\n".join(lines)
+            assert lint_text(new, path, state, project=project) == full(new), (step, again)
+    return resumed, recorded
+
+
+def test_typing_in_a_middle_method_skips_the_members_after_it_and_gives_a_full_lints_findings(monkeypatch):
+    """Keystrokes in a method in the middle of a long class: the walk resumes after the
+    unchanged members before it (:mod:`devlint.resume`) and puts back the state after the last
+    member instead of walking the members after it (:mod:`devlint.resume_tail`), where what
+    they see is the same. Lines that change what they see (a guard name, a scaler attribute, a
+    version flag read through the text, a deprecated import and its uses, an early exit)
+    are typed and removed: every lint gives ``devlint check``'s findings, and the tail was
+    resumed and recorded again."""
+    resumed, recorded = _typing_in_middle(monkeypatch)
+    assert len(resumed) >= 20 and len(recorded) >= 5, (len(resumed), len(recorded))
+
+
+def test_typing_in_a_middle_method_with_a_project_view_follows_the_other_files(monkeypatch, tmp_path):
+    """The same with the project index: the walk resumes with a project view too, and when a
+    file the skipped members read changes (a loader helper, a module base class), the
+    findings follow it."""
+    from devlint.project import ProjectIndex
+
+    (tmp_path / "pyproject.toml").write_text("")
+    (tmp_path / "helper.py").write_text("from torch.utils.data import DataLoader\n\ndef build(ds):\n    return DataLoader(ds)\n")
+    (tmp_path / "base.py").write_text("class Base:\n    pass\n")
+    index = ProjectIndex()
+    resumed, _ = _typing_in_middle(monkeypatch, index, tmp_path)
+    assert len(resumed) >= 20, len(resumed)
+    # the class and a later member read other files: a change there reaches the findings
+    head, middle, tail = tail_class().partition("        # typing here\n")
+    text = head.replace("class Trainer:", "class Trainer(Base):").replace(
+        "import torch\n", "import torch\nfrom base import Base\nfrom helper import build\n", 1) + middle + tail.replace(
+        "        for x, y in loader:", "        for x, y in build(loader):")  # read by members after the typing only
+    path = str(tmp_path / "trainer.py")
+    lines = text.split("\n")
+    row = lines.index("        # typing here")
+    state = DocumentState()
+    seen = set()
+    for step, (helper, base) in enumerate([("DataLoader(ds)", "Base:"), ("DataLoader(ds)", "Base:"), ("[ds]", "Base:"),
+                                            ("[ds]", "Base(torch.nn.Module):"), ("DataLoader(ds)", "Base(torch.nn.Module):")]):
+        index.overlay(str(tmp_path / "helper.py"), f"from torch.utils.data import DataLoader\n\ndef build(ds):\n    return {helper}\n")
+        index.overlay(str(tmp_path / "base.py"), f"import torch\n\nclass {base}\n    pass\n")
+        lines[row] += "x"
+        new = "\n".join(lines)
+        got = lint_text(new, path, state, project=index)
+        assert got == check_source(new.encode(), path, ["DEV"], [], project=index.view(path)), step
+        assert str(tmp_path / "helper.py") in state.deps, step
+        seen.add(tuple(sorted(f.code for f in got)))
+    assert len(seen) >= 3, seen  # the other files' changes did change the findings
+
+
+def test_a_resumed_walk_needs_the_other_files_it_read_unchanged(tmp_path):
+    """What a skipped stretch of the walk read of other project files is checked before its
+    state is put back (:func:`devlint.walk_state.deps_current`): the same hashes, and a
+    project view exactly where the state was walked with one."""
+    from devlint.project import ProjectIndex
+    from devlint.walk_state import deps_current, project_deps
+
+    helper = tmp_path / "helper.py"
+    helper.write_text("def build(ds):\n    return ds\n")
+    index = ProjectIndex()
+    view = index.view(str(tmp_path / "train.py"))
+    view.deps[str(helper)] = index.digest(str(helper))
+    deps = project_deps(view)
+    assert deps_current(deps, index.view(str(tmp_path / "train.py")))
+    assert deps_current(None, None) and not deps_current(None, view) and not deps_current(deps, None)
+    index.overlay(str(helper), "def build(ds):\n    return list(ds)\n")
+    assert not deps_current(deps, index.view(str(tmp_path / "train.py")))

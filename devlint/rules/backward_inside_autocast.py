@@ -14,6 +14,8 @@ from ..rule import NodeFix
 class BackwardInsideAutocast(FrameRule):
     """`.backward()` called inside an enabled autocast region."""
 
+    walk_logs = ("withs",)  # id(the with's item) -> the with, read for the frame being judged
+
     code = "DEV201"
     name = "backward-inside-autocast"
     message = "backward() under autocast: move it after the `with` block"

@@ -192,6 +192,9 @@ The fixed call keeps the device type the old one implied, `"cuda"`, which DEV101
 with its own (unsafe) fix to the device in scope: with `--unsafe-fixes` both apply and
 `torch.cuda.amp.autocast()` ends as `torch.amp.autocast(device.type)`."""
 
+    #: ids of the nodes visited (read for the node being visited), or what leave_Module reads
+    walk_logs = ("_skip", "_calls", "_parents", "_refs", "_ref_chains", "_decorators", "_found", "_memo")
+
     def __init__(self, ctx) -> None:
         super().__init__(ctx)
         self._skip: set[int] = set()
@@ -315,6 +318,7 @@ with its own (unsafe) fix to the device in scope: with `--unsafe-fixes` both app
         if test.__class__ is not cst.Name:
             return False
         # HAS_DEVICE_ARG = version.parse(torch.__version__) >= ...: a flag set from the version
+        self.ctx.note_read(None)  # the whole text
         bound = re.search(rf"^[ \t]*{re.escape(test.value)}[ \t]*(:[^=\n]*)?=(?!=)(.*)$", self.ctx.text, re.M)
         return bound is not None and bool(_VERSION_GATE.search(bound.group(2)))
 
