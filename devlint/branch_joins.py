@@ -187,7 +187,7 @@ class BranchJoins:
             if _leaves(block):
                 continue  # an arm that returns or skips the rest hands nothing on
             names = sorted({n for n, w in (*before.items(), *env.items()) if w is not None and w.group == v.group})
-            seen = self.ctx.remembered("later-moves", block, lambda: collected(block))
+            seen = self.ctx.remembered("later-moves", block, lambda: collected(block, remembered=self.ctx.remembered))
             if moves_items(block, names, self._device_move, self._other_value, seen, reads=self._reads):
                 return v
         return None
@@ -208,7 +208,7 @@ class BranchJoins:
             if v is not None and v.group is not None and v.kind in (PB, PITEM, CPU, CPUB) and v.group not in frame.moved_groups:
                 groups.setdefault(v.group, []).append(name)
         for handler in node.handlers if groups else ():
-            seen = self.ctx.remembered("later-moves", handler.body, lambda: collected(handler.body))
+            seen = self.ctx.remembered("later-moves", handler.body, lambda: collected(handler.body, remembered=self.ctx.remembered))
             for group, members in groups.items():
                 if group not in frame.moved_groups and moves_items(handler.body, members, self._device_move, self._other_value, seen, reads=self._reads):
                     frame.moved_groups.add(group)

@@ -34,7 +34,6 @@ leads to a finding.
 
 from __future__ import annotations
 
-import dataclasses
 import re
 
 import libcst as cst
@@ -52,6 +51,7 @@ from .flow_tables import (
 )
 from .flow_tables import DTYPES, FACTORIES, LEGACY_CONSTRUCTORS, _JOINS, _MODEL_METHODS  # noqa: F401  (re-exported)
 from .guards import string_value
+from .handed_on import handed_on_only
 from .later_moves import collected, copies, moves_items, read_names
 from .model_call_check import ModelCallCheck, _cpu_side_item  # (DEV103 imports _cpu_side_item from here)
 from .modules import is_module_class
@@ -200,7 +200,7 @@ class DeviceFlow(Analysis, PartialBatches, BranchJoins, ExpressionKinds, ModelCa
             if unpacked:
                 # y.to(d) anywhere in the body says x came unmoved (``pair`` itself: the items' root)
                 body = self.frame.node.body
-                seen = self.ctx.remembered("later-moves", body, lambda: collected(body))
+                seen = self.ctx.remembered("later-moves", body, lambda: collected(body, remembered=self.ctx.remembered))
                 names = [value_expr.value, *(n.value for n in _names_in(target))]
                 if moves_items(body, names, self._device_move, self._other_value, seen, reads=self._reads):
                     self.frame.moved_groups.add(id(target))
@@ -306,7 +306,8 @@ class DeviceFlow(Analysis, PartialBatches, BranchJoins, ExpressionKinds, ModelCa
         fname = node.name.value
         if plain:
             self.signatures[fname] = None if fname in self.signatures else [p.name.value for p in positional]
-        options = self.ctx.remembered("handed-on", node, lambda: _handed_on_only(node)) if not frame.forward else set()
+        options = (self.ctx.remembered("handed-on", node, lambda: handed_on_only(node, self.ctx.remembered))
+                   if not frame.forward else set())
         for param in (*positional, *params.kwonly_params):
             name = param.name.value
             frame.vars[name] = V(PARAM, param=(fname, name)) if plain else None
@@ -408,7 +409,7 @@ class DeviceFlow(Analysis, PartialBatches, BranchJoins, ExpressionKinds, ModelCa
             elif name in frame.params:
                 groups.setdefault(id(frame.node), []).append(name)
         for group, members in groups.items():
-            seen = self.ctx.remembered("later-moves", body, lambda: collected(body))
+            seen = self.ctx.remembered("later-moves", body, lambda: collected(body, remembered=self.ctx.remembered))
             if group not in frame.moved_groups and moves_items(
                     body, members, self._device_move, self._other_value, seen, related=names, reads=self._reads):
                 frame.moved_groups.add(group)
@@ -520,65 +521,6 @@ def _may_be_item(param: cst.Param) -> bool:
     if default is not None and not (default.__class__ is cst.Name and default.value == "None"):
         return False
     return param.annotation is None or "Tensor" in cst.Module([]).code_for_node(param.annotation.annotation)
-
-
-def _node_fields(kind: type) -> tuple[str, ...]:
-    """The dataclass fields of a libcst node type (every child a ``CSTVisitor`` visits)."""
-    found = _NODE_FIELDS.get(kind)
-    if found is None:
-        found = _NODE_FIELDS[kind] = tuple(f.name for f in dataclasses.fields(kind))
-    return found
-
-
-def _is_node(kind: type) -> bool:
-    """Is ``kind`` a libcst node type? (Asked once per type: ``isinstance`` on libcst's abstract
-    base costs a registry lookup per call.)"""
-    found = _IS_NODE.get(kind)
-    if found is None:
-        found = _IS_NODE[kind] = isinstance(kind, type) and issubclass(kind, cst.CSTNode)
-    return found
-
-
-_NODE_FIELDS: dict[type, tuple[str, ...]] = {}
-_IS_NODE: dict[type, bool] = {}
-
-
-def _handed_on_only(function: cst.FunctionDef) -> set[str]:
-    """The optional parameters only handed on as ``name=name`` (``lang_id=lang_id`` in
-    fairseq's xmod hub interface): options passed through, not items of the batch, since
-    nothing in the function treats them as tensors. One walk of the body (a plain stack over
-    the nodes' fields: a libcst visitor cost ten times as much), only for a function that has
-    an optional parameter."""
-    params = function.params
-    optional = {
-        p.name.value for p in (*params.posonly_params, *params.params, *params.kwonly_params)
-        if p.default.__class__ is cst.Name and p.default.value == "None"  # the only default _may_be_item takes
-    }
-    if not optional:
-        return set()
-    reads = dict.fromkeys(optional, 0)
-    handed_on = dict.fromkeys(optional, 0)
-    stack: list = [function.body]
-    while stack:  # every node below the body, as a libcst visitor sees them, without its dispatch
-        node = stack.pop()
-        kind = node.__class__
-        if kind is cst.Name:
-            if node.value in reads:
-                reads[node.value] += 1
-            continue
-        if kind is cst.Arg and node.keyword is not None:
-            name = node.keyword.value
-            if name in reads and node.value.__class__ is cst.Name and node.value.value == name:
-                handed_on[name] += 1
-                reads[name] -= 1  # the keyword's own Name is counted too
-        for field in _node_fields(kind):
-            value = getattr(node, field)
-            cls = value.__class__
-            if cls is tuple or cls is list:
-                stack.extend(v for v in value if _is_node(v.__class__))
-            elif _is_node(cls):
-                stack.append(value)
-    return {n for n, k in handed_on.items() if k and reads[n] == k}
 
 
 def _may_be_tensor(param: cst.Param) -> bool:

@@ -150,13 +150,27 @@ def copies(call: cst.Call, bound: Iterable[str] | None) -> bool:
     return False
 
 
-def collected(body: cst.CSTNode, straight: bool = True) -> _Collector:
+def collected(body: cst.CSTNode, straight: bool = True, remembered: Callable | None = None) -> _Collector:
     """The assignments and move calls of ``body`` (of its straight path only, when
     ``straight``): a pure function of the immutable node (the language server keeps it between
-    lints, ``Context.remembered``)."""
-    seen = _Collector(straight)
-    body.visit(seen)
-    return seen
+    lints, ``Context.remembered``). With ``remembered``, that of each statement of an indented
+    block is kept (the visitor carries nothing from one statement to the next: the block's
+    result is theirs joined in order), so an edit collects again only the statements it made."""
+    statements = body.body if remembered is not None and body.__class__ is cst.IndentedBlock else None
+    if statements is None:
+        seen = _Collector(straight)
+        body.visit(seen)
+        return seen
+    kind = "moves-of" if straight else "all-moves-of"
+    joined = _Collector(straight)
+    for statement in statements:
+        part = remembered(kind, statement, lambda statement=statement: collected(statement, straight))
+        joined.assigns.extend(part.assigns)
+        joined.moves.extend(part.moves)
+        joined.devices.update(part.devices)
+        joined.dropped.update(part.dropped)
+        joined.bound_to.update(part.bound_to)
+    return joined
 
 
 def moves_items(body: cst.CSTNode, names: Iterable[str], is_move: Callable[[cst.Call], bool],

@@ -119,7 +119,21 @@ def _literal(match: re.Match) -> str:
 
 def counts(piece: str) -> tuple[int, int]:
     """``(tokens, sum over the tokens of the brackets around each)`` of ``piece``, from its
-    text alone (see the module's docstring): at least what Python's tokenizer would find."""
+    text alone (see the module's docstring): at least what Python's tokenizer would find.
+    The last few pieces' counts are kept: the language server estimates its buffer after every
+    keystroke, and an edit changes one piece of a long text."""
+    found = _COUNTED.get(piece)
+    if found is None:
+        if len(_COUNTED) >= 8:
+            del _COUNTED[next(iter(_COUNTED))]
+        found = _COUNTED[piece] = _counted(piece)
+    return found
+
+
+_COUNTED: dict[str, tuple[int, int]] = {}
+
+
+def _counted(piece: str) -> tuple[int, int]:
     classes = _LITERAL.sub(_literal, piece).encode("utf-8", "surrogatepass").translate(_CLASSES)
     while b"aa" in classes:  # a word is one token
         classes = classes.replace(b"aa", b"a")

@@ -25,12 +25,12 @@ class MoveEvidence:
         """:func:`collected` of the whole body of ``function`` (every path, no nested def), once
         per function and lint (kept between lints by the language server's memo)."""
         return self._per_lint(("all-moves", id(function)), lambda: self.ctx.remembered(
-            "all-moves", function.body, lambda: collected(function.body, straight=False)))
+            "all-moves", function.body, lambda: collected(function.body, straight=False, remembered=self.ctx.remembered)))
 
     def _straight_moves(self, function: cst.FunctionDef):
         """:func:`collected` of the straight path of ``function``'s body, once per lint."""
         return self._per_lint(("later-moves", id(function)), lambda: self.ctx.remembered(
-            "later-moves", function.body, lambda: collected(function.body)))
+            "later-moves", function.body, lambda: collected(function.body, remembered=self.ctx.remembered)))
 
     def _per_lint(self, key: tuple, make):
         """``make()`` once per key in this lint (``Context.remembered`` computes afresh each

@@ -33,7 +33,8 @@ from __future__ import annotations
 import libcst as cst
 
 from .resume_tail import TailResume
-from .walk_state import CTX_SKIPPED, Unsupported, copy_all, deps_current, fingerprint, owner_vars, project_deps
+from .walk_state import (CTX_SKIPPED, Unsupported, copy_all, deps_current, fingerprint, logs_of, owner_vars, plain,
+                         project_deps, thaw)
 
 #: the key of a document's :class:`ClassResume` in the memo the caller keeps between lints
 RESUME = "devlint.resume"
@@ -42,13 +43,16 @@ class Snapshot:
     (see the module docstring): ``state`` holds one copied attribute dict per owner (the
     context, then each participant), ``owners`` the objects it was taken from."""
 
-    __slots__ = ("key", "index", "before", "module", "node", "members", "entry", "state", "owners", "deps")
+    __slots__ = ("key", "index", "before", "module", "node", "members", "entry", "state", "owners", "deps", "plains")
 
-    def __init__(self, key, index, before, module, node, members, entry, state, owners, deps) -> None:
+    def __init__(self, key, index, before, module, node, members, entry, state, owners, deps, plains) -> None:
         self.key, self.index, self.before, self.module, self.node = key, index, before, module, node
         self.members, self.entry, self.state, self.owners = members, entry, state, owners
         #: the other project files the covered walk read, with their hashes (None: no project view)
         self.deps = deps
+        #: per owner, the logs of atoms, nodes and tuples (:func:`devlint.walk_state.plain`), kept
+        #: apart from ``state``: put back with :func:`devlint.walk_state.thaw`
+        self.plains = plains
 
 
 def _header_same(a: cst.ClassDef, b: cst.ClassDef) -> bool:
@@ -132,13 +136,21 @@ class ClassResume:
             """At the first changed member: keep the state (when the entry was compared)."""
             if self._entry is None or restored == [first]:
                 return False  # not compared, or resumed right here: the snapshot stays
+            avoid = {id(module), id(node), id(node.body), *map(id, owners)}  # ids a copy maps to the new ones
             try:
                 memo = {id(o): o for o in owners}
-                state = copy_all([owner_vars(o, CTX_SKIPPED if o is ctx else frozenset()) for o in owners], memo, {})
+                parts, plains = [], []
+                for o in owners:
+                    values = owner_vars(o, CTX_SKIPPED if o is ctx else frozenset())
+                    # logs of atoms, nodes and tuples (most of the state's bulk): copied plainly
+                    kept = {n: thaw(values.pop(n)) for n in logs_of(o, ctx)[0] if n in values and plain(values[n], avoid)}
+                    parts.append(values)
+                    plains.append(kept)
+                state = copy_all(parts, memo, {})
             except Unsupported:
                 return False
             self.snapshot = Snapshot(key, index, tuple(module.body[:index]), module, node, tuple(members[:first]),
-                                     self._entry, state, owners, project_deps(ctx.project))
+                                     self._entry, state, owners, project_deps(ctx.project), plains)
             return False
 
         at.update({id(members[0]): enter, id(members[first]): record})
@@ -147,7 +159,7 @@ class ClassResume:
     @staticmethod
     def _reads_same(snapshot: Snapshot, members) -> bool:
         """Is every member the covered walk read through the class node the same node now?"""
-        reads = snapshot.state[0].get("reads", ())
+        reads = snapshot.state[0].get("reads") or snapshot.plains[0].get("reads", ())
         if not reads:
             return True
         if any(r is None for r in reads):
@@ -165,11 +177,16 @@ class ClassResume:
         memo.update(swapped)
         # the walk holds the context's set of guarded node ids itself: refill that very set
         ctx, marks = owners[0], owners[0]._guard_nodes
-        kept = snapshot.state[0]["_guard_nodes"]
+        kept = snapshot.state[0].get("_guard_nodes")
+        if kept is None:
+            kept = snapshot.plains[0]["_guard_nodes"]
         marks.clear()
         memo[id(kept)] = marks
-        for owner, state in zip(owners, copy_all(snapshot.state, memo, ints)):
+        for owner, state, plains in zip(owners, copy_all(snapshot.state, memo, ints), snapshot.plains):
             for name, value in state.items():
                 setattr(owner, name, value)
+            for name, value in plains.items():
+                if value is not kept:
+                    setattr(owner, name, thaw(value))
         marks.update(ints.get(n, n) for n in kept)
         assert ctx._guard_nodes is marks

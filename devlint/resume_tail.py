@@ -29,19 +29,7 @@ Anything the copy or the comparison cannot handle walks the members, as the walk
 
 from __future__ import annotations
 
-from .walk_state import (ATOMS, CTX_SKIPPED, Unsupported, copy_all, deps_current, fingerprint, is_node, owner_vars,
-                         project_deps)
-
-#: the context's own logs: reports filed, node ids marked guarded, what the walk read
-CTX_LOGS = ("reports", "_guard_nodes", "reads")
-
-
-def _logs(owner, ctx) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """(log attributes, scratch attributes) of one owner of walk state."""
-    if owner is ctx:
-        return CTX_LOGS, ()
-    return tuple(getattr(owner, "walk_logs", ())), tuple(getattr(owner, "walk_scratch", ()))
-
+from .walk_state import CTX_LOGS, CTX_SKIPPED, Unsupported, copy_all, deps_current, fingerprint, logs_of, owner_vars, plain, project_deps, thaw
 
 def _shape(value):
     """What a log held when the walk left the edited member: enough to tell, after the last
@@ -59,7 +47,7 @@ def _shape(value):
 
 def _added(shape, value):
     """What ``value`` (a log after the last member) holds beyond ``shape``: ``("list", items)``,
-    ``("set", items)`` or ``("dict", new items, {key: what its list or dict gained})``.
+    ``("set", items)`` or ``("dict", {new key: item}, {key: what its list or dict gained})``.
     Raises :class:`Unsupported` when the log did more than add."""
     cls = value.__class__
     if shape is None:
@@ -81,10 +69,10 @@ def _added(shape, value):
             raise Unsupported("a set log lost items")
         return ("set", [v for v in value if v not in kept])
     items, inner = shape[2], shape[3]
-    new, grown = [], {}
+    new, grown = {}, {}
     for key, item in value.items():
         if key not in items:
-            new.append((key, item))
+            new[key] = item
             continue
         if item is not items[key]:
             raise Unsupported("a dict log changed a value")
@@ -92,7 +80,7 @@ def _added(shape, value):
         if count is not None and len(item) != count:
             if len(item) < count or item.__class__ is set:
                 raise Unsupported("a dict log's value shrank, or its set grew")
-            grown[key] = item[count:] if item.__class__ is list else list(item.items())[count:]
+            grown[key] = item[count:] if item.__class__ is list else dict(list(item.items())[count:])
     if len(items) > len(value) or any(k not in value for k in items):
         raise Unsupported("a dict log lost a key")
     return ("dict", new, grown)
@@ -106,58 +94,20 @@ def _merge(target, added) -> None:
     elif kind == "set":
         target.update(added[1])
     else:
-        for key, item in added[1]:
+        for key, item in added[1].items():
             present = target.get(key)
             if present is not None and present.__class__ is item.__class__ and item.__class__ in (list, dict, set):
                 (present.extend if item.__class__ is list else present.update)(item)
             else:
-                target[key] = list(item) if item.__class__ is list else item  # a kept list stays the snapshot's
+                target[key] = item
         for key, gained in added[2].items():
             present = target.get(key)
             if present is None:
-                target[key] = list(gained) if gained.__class__ is list else dict(gained)
+                target[key] = gained
             elif present.__class__ is list:
                 present.extend(gained)
             else:
                 present.update(gained)
-
-
-def _immutable(value) -> bool:
-    """Is ``value`` made of atoms, nodes and tuples only (nothing a copy would change)?"""
-    stack = [value]
-    while stack:
-        item = stack.pop()
-        cls = item.__class__
-        if cls in ATOMS or is_node(item):
-            continue
-        if cls is not tuple:
-            return False
-        stack.extend(item)
-    return True
-
-
-def _plain(value) -> bool:
-    """Is ``value`` lists, dicts and sets of :func:`_immutable` values (copied by :func:`_thaw`)?"""
-    cls = value.__class__
-    if cls is list:
-        return all(map(_plain, value))
-    if cls is dict:
-        return all(map(_immutable, value.keys())) and all(map(_plain, value.values()))
-    if cls is set or cls is frozenset:
-        return True  # hashable items are immutable here: ints, strings, nodes, tuples
-    return _immutable(value)
-
-
-def _thaw(value):
-    """A copy of a :func:`_plain` value: new lists, dicts and sets, the rest (immutable) kept."""
-    cls = value.__class__
-    if cls is list:
-        return [_thaw(v) for v in value]
-    if cls is dict:
-        return {k: _thaw(v) for k, v in value.items()}
-    if cls is set:
-        return set(value)
-    return value
 
 
 def _empty_like(added):
@@ -203,7 +153,7 @@ class TailResume:
         tokens = {id(module): "M", id(node): "C", id(node.body): "B"}
         skip = {id(ctx): CTX_SKIPPED | frozenset(CTX_LOGS)}
         for owner in owners[1:]:
-            logs, scratch = _logs(owner, ctx)
+            logs, scratch = logs_of(owner, ctx)
             if logs or scratch:
                 skip[id(owner)] = frozenset((*logs, *scratch))
         later = members[first + 1:]
@@ -235,7 +185,7 @@ class TailResume:
             if marks is None:
                 return False
             try:
-                shapes = [{name: (_shape(getattr(o, name)) if hasattr(o, name) else None) for name in _logs(o, ctx)[0]}
+                shapes = [{name: (_shape(getattr(o, name)) if hasattr(o, name) else None) for name in logs_of(o, ctx)[0]}
                           for o in owners]
             except Unsupported:
                 return False
@@ -251,14 +201,15 @@ class TailResume:
     def _record(self, key, first, module, node, entry, marks, reads_at, shapes, owners, ctx) -> None:
         """After the last member (the sentinel's turn): keep what the members walked since
         member ``first`` left behind."""
+        avoid = {id(module), id(node), id(node.body), *map(id, owners)}  # ids a copy maps to the new ones
         try:
             parts = []
             for owner, shape in zip(owners, shapes):
-                logs, scratch = _logs(owner, ctx)
+                logs, scratch = logs_of(owner, ctx)
                 kept = {name: value for name, value in owner_vars(owner, CTX_SKIPPED if owner is ctx else frozenset()).items()
                         if name not in logs}
                 gained = {name: _added(shape[name], getattr(owner, name)) for name in logs if hasattr(owner, name)}
-                frozen = {name: added for name, added in gained.items() if _plain(added[1:])}
+                frozen = {name: added for name, added in gained.items() if all(plain(a, avoid) for a in added[1:])}
                 parts.append((kept, {n: a for n, a in gained.items() if n not in frozen}, frozen))
             memo = {id(o): o for o in owners}
             state = copy_all(parts, memo, {})
@@ -276,7 +227,7 @@ class TailResume:
         ints.update((id(o), id(n)) for o, n in zip(snapshot.owners, owners))
         parts = copy_all([part[:2] for part in snapshot.state], memo, ints)
         for owner, (kept, gained), part in zip(owners, parts, snapshot.state):
-            gained.update((name, _thaw(added)) for name, added in part[2].items())  # no object in them
+            gained.update((name, (added[0], *map(thaw, added[1:]))) for name, added in part[2].items())  # no object in them
             for name, value in kept.items():
                 setattr(owner, name, value)
             for name, added in gained.items():

@@ -231,6 +231,55 @@ def copy_state(value, memo: dict[int, object], ints: dict[int, int]):
     raise Unsupported(cls.__name__)
 
 
+def plain(value, avoid: set[int]) -> bool:
+    """Is ``value`` lists, dicts and sets of atoms, nodes and tuples of them, with no int in
+    ``avoid`` (ids a copy would map to others): :func:`thaw` copies it as :func:`copy_state`
+    would, without the bookkeeping."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        cls = item.__class__
+        if cls is int:
+            if item in avoid:
+                return False
+        elif cls is list or cls is tuple or cls is set or cls is frozenset:
+            stack.extend(item)
+        elif cls is dict:
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif cls not in ATOMS and not is_node(item):
+            return False
+    return not _holds_containers_in_tuples(value)
+
+
+def _holds_containers_in_tuples(value) -> bool:
+    """Does a tuple (or a set's or a dict key's item) under ``value`` hold a list, dict or set
+    (which :func:`thaw` would leave shared)?"""
+    stack, inside = [(value, False)], False
+    while stack:
+        item, inside = stack.pop()
+        cls = item.__class__
+        if cls is list or cls is dict or cls is set:
+            if inside:
+                return True
+            stack.extend((v, False) for v in (item.values() if cls is dict else item))
+        elif cls is tuple or cls is frozenset:
+            stack.extend((v, True) for v in item)
+    return False
+
+
+def thaw(value):
+    """A copy of a :func:`plain` value: new lists, dicts and sets, the rest (immutable) kept."""
+    cls = value.__class__
+    if cls is list:
+        return [thaw(v) for v in value]
+    if cls is dict:
+        return {k: thaw(v) for k, v in value.items()}
+    if cls is set:
+        return set(value)
+    return value
+
+
 def project_deps(project) -> dict | None:
     """The other project files a walk read so far, with their content hash then
     (:attr:`devlint.project.index.View.deps`); ``None`` without a project view."""
@@ -244,6 +293,18 @@ def deps_current(deps: dict | None, project) -> bool:
         return deps is None and project is None
     digest = project.index.digest
     return all(digest(path) == hashed for path, hashed in deps.items())
+
+
+#: the context's own logs: reports filed, node ids marked guarded, what the walk read
+CTX_LOGS = ("reports", "_guard_nodes", "reads")
+
+
+def logs_of(owner, ctx) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(log attributes, scratch attributes) of one owner of walk state (the context, or a
+    participant: :attr:`devlint.rule.Participant.walk_logs` and ``walk_scratch``)."""
+    if owner is ctx:
+        return CTX_LOGS, ()
+    return tuple(getattr(owner, "walk_logs", ())), tuple(getattr(owner, "walk_scratch", ()))
 
 
 def owner_vars(owner, skipped: frozenset) -> dict:
