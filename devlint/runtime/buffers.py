@@ -63,7 +63,7 @@ _SMALL = 1 << 16
 
 
 def measure_state(ref: Mapping[str, torch.Tensor], before: Mapping[str, torch.Tensor],
-                  state: Iterable[tuple[str, torch.Tensor]]) -> dict[str, StateError]:
+                  state: Iterable[tuple[str, torch.Tensor]], cache: dict | None = None) -> dict[str, StateError]:
     """Compare a run's buffers after the step with the reference's.
 
     Args:
@@ -71,6 +71,8 @@ def measure_state(ref: Mapping[str, torch.Tensor], before: Mapping[str, torch.Te
             step changed; any other name's reference value is its ``before`` value.
         before: every tensor's value before the step (``step.model``'s own, CPU).
         state: ``(name, tensor)`` pairs of the run after its step, any device and dtype.
+        cache: a dict kept for every run compared with one reference (``Raw.norms``): the
+            numbers that depend on the reference alone are kept there; None: none kept.
 
     Returns:
         :class:`StateError` by name, only for the tensors that differ from the reference
@@ -79,6 +81,7 @@ def measure_state(ref: Mapping[str, torch.Tensor], before: Mapping[str, torch.Te
     out: dict[str, StateError] = {}
     names: list[str] = []
     floating: list[tuple[str, torch.Tensor, torch.Tensor, torch.Tensor]] = []
+    exact: list[tuple[str, torch.Tensor, torch.Tensor]] = []
     for name, t in state:
         b = before.get(name)
         if b is None or t.shape != b.shape:
@@ -87,18 +90,28 @@ def measure_state(ref: Mapping[str, torch.Tensor], before: Mapping[str, torch.Te
         r = ref.get(name, b)
         names.append(name)
         if not a.is_floating_point():
-            r = r.to(a.dtype)
-            if not torch.equal(a, r):
-                out[name] = StateError(name, a.numel(), float((a != r).sum()) / max(a.numel(), 1), exact=True)
-            continue
-        if a.numel() > _SMALL:
+            exact.append((name, a, r.to(a.dtype)))
+        elif a.numel() > _SMALL:
             _one(name, a, r, b, ref, before, out)
         else:
             floating.append((name, a, r, b))
-    if floating and not _all_finite(floating, ref, before, out):
+    if exact and not _all_equal(exact):
+        for name, a, r in exact:
+            if not torch.equal(a, r):
+                out[name] = StateError(name, a.numel(), float((a != r).sum()) / max(a.numel(), 1), exact=True)
+    if floating and not _all_finite(floating, ref, before, out, {} if cache is None else cache):
         for name, a, r, b in floating:
             _one(name, a, r, b, ref, before, out)
     return {n: out[n] for n in names if n in out}  # in the order of ``state``
+
+
+def _all_equal(exact: list) -> bool:
+    """Whether every integer or bool tensor equals its reference (``(name, run, reference)``,
+    the reference in the run's dtype), in one comparison (a step counter per BatchNorm)."""
+    if len(exact) == 1:
+        return torch.equal(exact[0][1], exact[0][2])
+    return torch.equal(torch.cat([a.reshape(-1).long() for _, a, _ in exact]),
+                       torch.cat([r.reshape(-1).long() for _, _, r in exact]))
 
 
 def _one(name: str, a: torch.Tensor, r: torch.Tensor, b: torch.Tensor, ref: Mapping, before: Mapping,
@@ -113,7 +126,7 @@ def _one(name: str, a: torch.Tensor, r: torch.Tensor, b: torch.Tensor, ref: Mapp
     out[name] = StateError(name, a.numel(), rel_l2(float(d.norm()), _scale(name, rr, fin, ref, before)), bad)
 
 
-def _all_finite(floating: list, ref: Mapping, before: Mapping, out: dict) -> bool:
+def _all_finite(floating: list, ref: Mapping, before: Mapping, out: dict, cache: dict) -> bool:
     """The floating buffers measured together when every element of the run and the
     reference is finite (the usual case: one pass over all of them instead of a dozen small
     ops per buffer, ~0.5 plain steps a run on an EfficientNet-like model's ~150 BatchNorm
@@ -133,9 +146,13 @@ def _all_finite(floating: list, ref: Mapping, before: Mapping, out: dict) -> boo
             continue
         norm = float(rn)
         if name.endswith("running_mean"):
-            var = ref.get(name[: -len("mean")] + "var", before.get(name[: -len("mean")] + "var"))
-            if var is not None and var.shape == a.shape:
-                norm = max(norm, float(var.detach().to("cpu").double().clamp_min(0).sqrt().norm()))
+            std = cache.get(("running std", name))
+            if std is None:
+                var = ref.get(name[: -len("mean")] + "var", before.get(name[: -len("mean")] + "var"))
+                std = float(var.detach().to("cpu").double().clamp_min(0).sqrt().norm()) \
+                    if var is not None and var.shape == a.shape else 0.0
+                cache[("running std", name)] = std
+            norm = max(norm, std)
         out[name] = StateError(name, a.numel(), rel_l2(d, norm), 0)
     return True
 

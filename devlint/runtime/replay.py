@@ -349,7 +349,7 @@ def _run_once(step: TrainingStep, device: str, mode: str, seed: int, *, keep: bo
             updates = None if raw.adaptive else {n: Delta(_elem(p), start[n], round_to) for n, p in named}
             raw.errors = measure(ref.loss, ref.grads, ref.updates, raw.loss, captured.items(),
                                  updates, raw.lrs, zeros=mode == "float16", norms=ref.norms)
-            raw.errors.state = measure_state(ref.state, before, ((n, _elem(t)) for n, t in state))
+            raw.errors.state = measure_state(ref.state, before, ((n, _elem(t)) for n, t in state), ref.norms)
     except Exception as exc:  # noqa: BLE001 - every failure of the user's step is reported
         raw.error = first_line(exc)
         text = str(exc)
