@@ -46,7 +46,7 @@ from .flow_kinds import (  # noqa: F401  (MIXB re-exported: the rules import the
     _LOCAL_KINDS, CPU, CPUB, CPUDEV, DEV, DEVB, ENUM, INP, LOADER, MIXB, MODEL, PARAM, PB, PITEM, TENSORS, ZIP, V,
 )
 from .flow_tables import (
-    _DEFAULT_DEVICE, _DEVICE_NAME, _MODEL_CALLEE, _MODULE_NAME, _NAME_MOVE, _NOT_COMPUTING, _PASSTHROUGH_ITER, _SCALAR_ANNOTATIONS,
+    _DEFAULT_DEVICE, _not_item_name, _MODULE_NAME, _NAME_MOVE, _NOT_COMPUTING, _PASSTHROUGH_ITER, _SCALAR_ANNOTATIONS,
     _TEXT_ITEMS,
 )
 from .flow_tables import DTYPES, FACTORIES, LEGACY_CONSTRUCTORS, _JOINS, _MODEL_METHODS  # noqa: F401  (re-exported)
@@ -302,6 +302,8 @@ class DeviceFlow(Analysis, PartialBatches, BranchJoins, ExpressionKinds, ModelCa
         static = any(dotted(d.decorator) in ("staticmethod", "classmethod") for d in node.decorators)
         self_name = positional[0].name.value if cls is not None and positional and not static else None
         frame = Frame("function", node, self.frame, cls, self_name)
+        if cls is not None and positional and any(dotted(d.decorator) == "classmethod" for d in node.decorators):
+            frame.owner = positional[0].name.value  # cls: the class, no item of a batch
         plain = cls is None and self.frame.kind == "module"
         fname = node.name.value
         if plain:
@@ -316,8 +318,8 @@ class DeviceFlow(Analysis, PartialBatches, BranchJoins, ExpressionKinds, ModelCa
             elif name in BATCH_PARAMS and not frame.forward and name != self_name:
                 # def train_step(model, batch, device): one batch, its items one group
                 frame.vars[name] = V(PB, group=id(param), param=(fname, name) if plain else None)
-            elif (not frame.forward and name != self_name and not _MODEL_CALLEE.search(name) and not _DEVICE_NAME.search(name)
-                  and _may_be_item(param) and name not in options):  # (a device handed in is no item of the batch)
+            elif (not frame.forward and name not in (self_name, frame.owner) and not _not_item_name(name)
+                  and _may_be_item(param) and name not in options):  # (a device, a config, a counter: no item)
                 frame.params.add(name)
                 if not plain:  # def encode_batch(self, wavs, lens): items of the batch handed in
                     frame.vars[name] = V(PITEM, group=id(node))
@@ -487,7 +489,7 @@ class DeviceFlow(Analysis, PartialBatches, BranchJoins, ExpressionKinds, ModelCa
                 name = self.ctx.resolve(node.value.func) or ""
                 if name.endswith(("Parameter", "Buffer")):
                     cls.param_attrs.add(t.attr.value)
-                elif name.startswith("torch.nn.") and name.rsplit(".", 1)[-1][:1].isupper():
+                elif name.startswith("torch.nn.") and name.rsplit(".", 1)[-1][:1].isupper() and name[-7:] != "CTCLoss":
                     cls.torch_modules.add(t.attr.value)
 
 

@@ -205,9 +205,9 @@ class ExpressionKinds:
             return V(INP)
         if not kinds or None in kinds:
             return None
-        if DEV in kinds:
-            return None if PITEM in kinds else V(DEV)
         group = groups.pop() if len(groups) == 1 else None
+        if DEV in kinds:  # (gripper == OPEN of a moved item: still that item, no model's output)
+            return None if PITEM in kinds else V(DEV, group=group if kinds == [DEV] else None)
         if PITEM in kinds:  # torch.transpose(x, 1, 2), units + 1: still the item, unmoved
             return V(PITEM, group=group) if group is not None else None
         return V(CPU, origins, group=group)
@@ -521,7 +521,7 @@ class ExpressionKinds:
         if short in FACTORIES or short in ("tensor", "as_tensor", "from_numpy"):
             has, device = self._device_arg(call)
             if has:
-                return V(CPU) if self.is_cpu_device(device, env) else V(DEV)
+                return V(CPU) if self.is_cpu_device(device, env) else V(DEV, (call,))  # (origins: built here)
             if self.default_device and short != "from_numpy":
                 return None  # on the default device the file sets, whatever it is
             first = call.args[0].value if call.args and call.args[0].keyword is None else None
@@ -540,7 +540,7 @@ class ExpressionKinds:
             base = self.value(call.args[0].value, env)
             has, device = self._device_arg(call)
             if has:
-                return V(CPU) if self.is_cpu_device(device, env) else V(DEV)
+                return V(CPU) if self.is_cpu_device(device, env) else V(DEV, (call,))  # (origins: built here)
             return V(base.kind) if base is not None and base.kind in TENSORS and not base.module else None
         if (name.count(".") == 2 or name.startswith("torch.nn.modules.")) and name.startswith("torch.nn.") and last[:1].isupper():
             if last in ("Parameter", "Buffer", "DataParallel", "DistributedDataParallel", "ModuleList", "ModuleDict"):

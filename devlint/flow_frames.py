@@ -23,7 +23,7 @@ class ClassInfo:
         self.is_module, self.silent = is_module, silent
         self.param_attrs: set[str] = set()
         #: attributes holding a ``torch.nn`` layer (which does not move its inputs itself)
-        self.torch_modules: set[str] = set()
+        self.torch_modules: set[str] = set()  # (not a CTC loss: it takes its lengths on the CPU)
         #: attributes holding a number (``self.p = 0.1``, ``self.p = p`` with ``p=0.1`` a parameter's
         #: default): a scalar operand, as a literal is
         self.scalar_attrs: set[str] = set()
@@ -32,7 +32,7 @@ class ClassInfo:
 class Frame:
     """A module body or a function body."""
 
-    __slots__ = ("vars", "parent", "cls", "self_name", "node", "name", "returns", "moved", "silent", "forward", "kind", "moved_groups", "params", "rebound")
+    __slots__ = ("vars", "parent", "cls", "self_name", "node", "name", "returns", "moved", "silent", "forward", "kind", "moved_groups", "params", "rebound", "owner")
 
     def __init__(self, kind: str, node, parent: "Frame | None", cls: ClassInfo | None, self_name: str | None) -> None:
         self.kind, self.node, self.parent, self.cls, self.self_name = kind, node, parent, cls, self_name
@@ -48,3 +48,5 @@ class Frame:
         #: (``def train_step(self, x, y)``: group ``id(node)``), and the names rebound since
         self.params: set[str] = set()
         self.rebound: set[str] = set()
+        #: the first parameter of a classmethod (``cls``): the class, whose call builds an instance
+        self.owner: str | None = None

@@ -56,6 +56,19 @@ _MODEL_CALLEE = re.compile(
     r"transformer|unet|student|teacher|policy|critic|actor|detector|segmenter|autoencoder|vae|gan)s?$",
     re.I,
 )
+#: names of a loop's counters (``iteration``, ``global_step``, ``epoch``): numbers the loop
+#: counts, never items of a batch (a comparison of them is a Python bool or a 0-dim tensor)
+_COUNTER_NAME = re.compile(
+    r"^((global|cur|curr|current|total|num|n|i|train)_)?(step|steps|iter|iters|iteration|iterations|epoch|epochs)$", re.I
+)
+
+
+def _not_item_name(name: str) -> bool:
+    """Does a step function's parameter name say it is no item of the batch: a model, a device,
+    a run's configuration (``cfg``, ``args``) or a loop counter (``iteration``)?"""
+    return bool(_MODEL_CALLEE.search(name) or _DEVICE_NAME.search(name) or _CONFIG_NAME.match(name) or _COUNTER_NAME.match(name))
+
+
 #: callee names that say "a loss" (``criterion(out, y)``), not a helper computing one
 _LOSS_CALLEE = re.compile(r"^_*(\w+_)?(loss|criterion|crit)(_?(fn|func|fct|fcn|function|module|mod))?$", re.I)
 _HELPER_PREFIX = re.compile(r"^(compute|calc|calculate|get|eval|evaluate|run|do|make|build|update|step|train|log)_", re.I)
@@ -85,7 +98,10 @@ _NOT_COMPUTING = frozenset(
     "type id hash dict list tuple set zip enumerate range sorted min max any all getattr setattr hasattr "
     "cpu numpy item tolist detach clone to cuda size dim float int bool info debug warning error "
     # a tensor's own methods whose arguments are sizes or dimensions (x.expand(n, k)), not tensors
-    "view reshape expand repeat permute transpose narrow unsqueeze squeeze flatten split chunk".split()
+    "view reshape expand repeat permute transpose narrow unsqueeze squeeze flatten split chunk "
+    # calls that hand their arguments to another callable, to run elsewhere or later (the
+    # target, ``Thread(target=producer, args=(data, slicers, q))``, is judged where it is defined)
+    "Thread Process Timer partial submit apply_async map_async".split()
 )
 _MODULE_NAME = re.compile(r"(model|net|module|encoder|decoder|backbone|classifier)", re.I)
 _SCALAR_ANNOTATIONS = frozenset({"int", "float", "bool", "str", "Optional[int]", "Optional[float]", "Optional[bool]"})

@@ -18,7 +18,7 @@ from .flow_tables import (
 )
 from .guards import string_value
 from .names import dotted
-from .partial_batches import DISPATCH
+from .partial_batches import DISPATCH, _declared_no_tensor
 
 
 def _cpu_side_item(expr: cst.BaseExpression, moved_texts: frozenset = frozenset()) -> bool:
@@ -134,12 +134,17 @@ class ModelCallCheck:
         cpu = dev = evidence = explicit = False
         loaders: set[tuple[str, str]] = set()
         cpu_arg = item_arg = None
-        own_helper = helper and self._own_definition(func) is not None
+        # generated.to(self.ref_model.device) beside self.model(generated): no evidence for self.model
+        elsewhere = not helper and not loss and bool(self.frame.params) and self._moved_for_another_model(named)
+        if elsewhere:
+            moved.discard(id(self.frame.node))
+        own = self._own_definition(func) if helper else None
+        own_helper = own is not None
         for arg, v in values:
             if helper and self._moved_as_copy(arg.value):
                 continue  # kept as it came on purpose: the function moves it where it needs it
-            if own_helper and arg.keyword is not None:
-                continue  # get_output_embeddings(out, args=args): an option of this file's helper
+            if own_helper and (arg.keyword is not None or (not arg.star and _declared_no_tensor(own, call, arg))):
+                continue  # get_output_embeddings(out, args=args): an option of this file's helper, or one it only holds
             if (v is None or v.kind == PARAM) and not arg.star and self.param_group(arg.value) in moved:
                 if not _cpu_side_item(arg.value, self.moved_texts):  # def step(self, x, y): x moved, y handed on as it came
                     item_arg, evidence = item_arg or arg, True
@@ -173,7 +178,9 @@ class ModelCallCheck:
             # get_log_probs(logits, labels), out.eq(y): a device tensor meets an item left behind
             # the device tensor must be computed (a model's output), not a sibling item moved
             # with it: avalanche_forward(model, x, task_labels) may keep its labels on the CPU
-            computed = any(v is not None and v.kind == DEV and v.group is None and not v.module for _, v in values)
+            # (not a factory's result placed here with device=: that says where this function
+            # puts what it builds, not where a model is)
+            computed = any(v is not None and v.kind == DEV and v.group is None and not v.module and not v.origins for _, v in values)
             if func.__class__ is cst.Attribute:
                 receiver = self.value(func.value)
                 computed = computed or (receiver is not None and receiver.kind == DEV and not receiver.module and receiver.group is None)
@@ -205,6 +212,8 @@ class ModelCallCheck:
         if name is None:
             return False
         last = name.rsplit(".", 1)[-1]
+        if name == self.frame.owner:
+            return False  # cls(position=..., joints=...) in a classmethod: builds an instance, keeps its fields
         if DISPATCH.search(name):
             return False  # callbacks.run("on_batch_end", ...), self.hooks.after_step(...): handed on, not computed with
         if last in _NOT_COMPUTING or last.startswith(("log", "print", "save", "record", "write")):

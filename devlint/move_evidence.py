@@ -102,3 +102,25 @@ class MoveEvidence:
             text = cst.Module([]).code_for_node(function.body)
             return not any(word in text for word in (".cpu(", ".numpy(", ".tolist(", "np.", "numpy."))
         return self._per_lint(("computes-in-place", id(function)), judged)
+
+    def _moved_for_another_model(self, callee: cst.BaseExpression | None) -> bool:
+        """Is every device move of this function's parameters onto the device of a model other
+        than ``callee`` (``generated.to(self.ref_model.device)`` beside ``self.model(generated)``)?
+        The author then places a copy where a second model lives (a frozen reference, a teacher),
+        which says nothing of where the called model's inputs are."""
+        node = self.frame.node
+        called = dotted(callee) if callee is not None else None
+        if called is None or node.__class__ is not cst.FunctionDef:
+            return False
+        seen = self._all_moves(node)
+        others = 0
+        for call in seen.moves:
+            if id(call) in seen.dropped or root_name(call.func.value) not in self.frame.params or not self._device_move(call):
+                continue
+            target = next((a.value for a in call.args if a.keyword is None or a.keyword.value == "device"), None)
+            if (target.__class__ is not cst.Attribute or target.attr.value != "device" or not self.model_named(target.value)
+                    or dotted(target.value) in (None, called)):
+                return False
+            others += 1
+        return others > 0
+

@@ -29,6 +29,7 @@ import re
 import libcst as cst
 
 from .flow_kinds import CPU, DEV, DEVB, FED, MIXB, PARAM, PB, PITEM, V
+from .held_params import only_held
 from .later_moves import moves_items
 from .names import dotted
 
@@ -40,19 +41,31 @@ _DEVICE_ARG = re.compile(r"device", re.I)
 _MAY_HOLD_TENSORS = re.compile(r"Tensor|tensor|Any|Batch|batch|Dict|dict|Mapping|Sequence|Tuple|tuple|Union|\|")
 
 
-def _declared_no_tensor(function: cst.FunctionDef | None, call: cst.Call, arg: cst.Arg) -> bool:
-    """Does the method ``call`` runs (``self.f(...)``) annotate the parameter ``arg`` lands on
-    with a type that is no tensor (``answers: List[str]``)?"""
-    if function is None:
-        return False
-    params = [*function.params.posonly_params, *function.params.params][1:]  # after self
+def _param_of(function: cst.FunctionDef, call: cst.Call, arg: cst.Arg) -> cst.Param | None:
+    """The parameter of ``function`` (a method called on ``self``, or a function of the module
+    called by its name) that ``arg`` of ``call`` lands on."""
+    params = [*function.params.posonly_params, *function.params.params]
+    if call.func.__class__ is cst.Attribute:
+        params = params[1:]  # after self
     if arg.keyword is not None:
         params = [p for p in (*params, *function.params.kwonly_params) if p.name.value == arg.keyword.value]
-        param = params[0] if params else None
-    else:
-        index = [a for a in call.args if a.keyword is None and not a.star].index(arg)
-        param = params[index] if index < len(params) else None
-    if param is None or param.annotation is None:
+        return params[0] if params else None
+    index = [a for a in call.args if a.keyword is None and not a.star].index(arg)
+    return params[index] if index < len(params) else None
+
+
+def _declared_no_tensor(function: cst.FunctionDef | None, call: cst.Call, arg: cst.Arg) -> bool:
+    """Does the function ``call`` runs (``self.f(...)``, ``f(...)``) annotate the parameter ``arg`` lands on
+    with a type that is no tensor (``answers: List[str]``), or only hold it
+    (:func:`devlint.held_params.only_held`: ``out.set(key, value)``, ``generation_config=cfg``)?"""
+    if function is None:
+        return False
+    param = _param_of(function, call, arg)
+    if param is None:
+        return False
+    if only_held(function, param.name.value):
+        return True
+    if param.annotation is None:
         return False
     return not _MAY_HOLD_TENSORS.search(cst.Module([]).code_for_node(param.annotation.annotation))
 
@@ -101,8 +114,8 @@ class PartialBatches:
         Not a builtin, a container's or a logger's method, a callback dispatch, nor a function
         or method of this file that moves one of its parameters."""
         name = dotted(func)
-        if name is None or DISPATCH.search(name):
-            return False
+        if name is None or DISPATCH.search(name) or name == self.frame.owner:
+            return False  # (``cls(...)`` in a classmethod builds an instance)
         last = name.rsplit(".", 1)[-1]
         if last in self._not_computing or last.startswith(("log", "print", "save", "record", "write")):
             return False

@@ -99,7 +99,12 @@ linter cannot see into are left alone, as is a batch from a loader the linter ca
 no item of it is moved (a prefetcher may place it), a `DataLoader` whose `collate_fn` (a function
 of the same module) or whose Dataset's `__getitem__` returns device tensors, items that stay on
 the CPU by design
-(`lengths` for `pack_padded_sequence`, file names, raw text), `nn.DataParallel` (which scatters
+(`lengths` for `pack_padded_sequence`, file names, raw text), parameters that are no items of
+a batch (a loop counter such as `iteration`, a `cfg`, a classmethod's `cls`, whose call builds an
+instance), an argument a helper of this file only holds (fills `out.set(...)`, hands on as
+`generation_config=cfg`), calls that hand their arguments to another callable (`Thread(target=f,
+args=...)`), a tensor this function builds with `device=` (no model's output), a value moved only
+onto another model's device (`x.to(self.ref_model.device)` beside `self.model(x)`), `nn.DataParallel` (which scatters
 CPU inputs), Lightning `LightningModule` methods and code that uses `accelerate`
 (`accelerator.prepare`), which place the data themselves. In a file that calls
 `torch.set_default_device(device)` (or sets a CUDA default tensor type), factories without
