@@ -6,6 +6,7 @@ that only run where an accelerator exists (the predicates are :mod:`devlint.guar
 
 from __future__ import annotations
 
+import re
 from typing import Sequence
 
 import libcst as cst
@@ -168,6 +169,9 @@ class GuardTracker(Participant):
             # stream = torch.cuda.Stream() under a guard: later `if stream is not None:` is one too
             self.ctx.guard_names.update(n for n in (dotted(t.target) for t in node.targets) if n)
             return
+        if self.ctx.guarded and value.__class__ is cst.Name and value.value == "True":
+            self._guarded_flag(node)
+            return
         pol = guards.polarity(node.value, self.ctx)
         if not pol and isinstance(value, cst.IfExp) and dotted(value.orelse) == "None":
             # index = dev.index if dev.type == "cuda" else None: not None only with a device
@@ -178,6 +182,16 @@ class GuardTracker(Participant):
                 name = dotted(target.target)
                 if name:
                     names.add(name)
+
+    def _guarded_flag(self, node: cst.Assign) -> None:
+        """``if value.is_cuda: has_cuda = True``: a flag set True once in its scope, under a guard,
+        and otherwise only False, is true only where CUDA is in use (``if has_cuda:`` guards)."""
+        scope = self.ctx.scope
+        text = cst.Module([]).code_for_node(scope.node) if scope is not None else ""
+        for target in node.targets:
+            name = dotted(target.target)
+            if name and len(re.findall(rf"(?<![\w.]){re.escape(name)}\s*=\s*True\b", text)) == 1:
+                self.ctx.guard_names.add(name)
 
     def visit_Param(self, node: cst.Param) -> None:
         # def main(use_cuda=torch.cuda.is_available()): the parameter is assigned from the test

@@ -8,8 +8,8 @@ calls there are portable. :func:`polarity` classifies a test expression:
   assigned from such a test (``use_cuda = torch.cuda.is_available() and not args.no_cuda``,
   also a parameter default or an argparse ``default=``), a device-type test
   (``device.type == "cuda"``, ``x.device == torch.device("cuda")``, ``x.is_cuda``,
-  ``str(device).startswith("cuda")``, ``device != "cpu"``), ``a and b`` when either side is
-  guarded;
+  ``str(device).startswith("cuda")``, ``device != "cpu"``), ``isinstance(device, int)`` (torch
+  reads an int device as a CUDA ordinal), ``a and b`` when either side is guarded;
 * ``-1``: its false branch is guarded (``not torch.cuda.is_available()``, ``device == "cpu"``,
   ``not torch.cuda.is_available() and not torch.backends.mps.is_available()``: true on a
   CPU-only machine);
@@ -126,6 +126,10 @@ def _is_cpu_string(node: cst.CSTNode) -> bool:
     return _device_literal(node) == "cpu"
 
 
+#: names that hold a device as it was handed in (``device``, ``gpu``, ``device_id``)
+_ORDINAL_HOLDER = re.compile(r"^(device|dev|gpu|cuda_device|device_id|gpu_id)$", re.I)
+
+
 def polarity(expr: cst.BaseExpression, ctx) -> int:
     """+1, -1 or 0 (see the module docstring) for an ``if``/``while``/conditional test."""
     t = expr.__class__  # exact types: libcst's node classes are never subclassed (names.dotted)
@@ -155,6 +159,12 @@ def polarity(expr: cst.BaseExpression, ctx) -> int:
                 return -1
         if func.__class__ is cst.Name and func.value in ("bool", "len", "any") and expr.args:
             return polarity(expr.args[0].value, ctx)
+        if func.__class__ is cst.Name and func.value == "isinstance" and len(expr.args) == 2:
+            # isinstance(device, int): torch reads an int device as a CUDA ordinal (torch.device(0)
+            # is cuda:0), so the caller that handed one asked for CUDA
+            held, kind = dotted(expr.args[0].value) or "", expr.args[1].value
+            if kind.__class__ is cst.Name and kind.value == "int" and _ORDINAL_HOLDER.search(held.rsplit(".", 1)[-1]):
+                return 1
         return 0
     if t is cst.Comparison:
         return _comparison(expr, ctx)
