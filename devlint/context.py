@@ -36,6 +36,8 @@ class Context:
         #: last components of option names whose default is an availability test
         #: (``parser.add_argument("--cuda", default=torch.cuda.is_available())``)
         self.guard_attrs: set[str] = set()
+        #: module-level functions that always end in an exit (``pytest.skip(msg)``, ``raise``)
+        self.exit_functions: set[str] = set()
         self.scope: Scope | None = None
         self.guard_depth = 0
         self._guard_nodes: set[int] = set()

@@ -57,6 +57,9 @@ class GuardTracker(Participant):
                     if isinstance(small, (cst.Import, cst.ImportFrom)):
                         self.ctx.names.add(small)
         self.ctx.scope = Scope("module", node, None, "<module>")
+        self.ctx.exit_functions = {  # def _skip_or_fail(msg): ... pytest.skip(msg)
+            s.name.value for s in node.body if s.__class__ is cst.FunctionDef and guards.exits(s, self.ctx)
+        }
         positive, negative = guards.assigned_guards(self.ctx.text, self.ctx)
         self.ctx.guard_names |= positive
         self.ctx.negative_guard_names |= negative

@@ -279,7 +279,8 @@ def broad_handler(node: cst.Try) -> bool:
 
 
 def exits(statement: cst.CSTNode, ctx) -> bool:
-    """Does this block end the scope (return/raise/continue/skip/exit) when it runs?"""
+    """Does this block end the scope (return/raise/continue/skip/exit, or a call of a function of
+    the module that always ends in one: ``_skip_or_fail(msg)``) when it runs?"""
     body = getattr(statement, "body", None)
     if isinstance(body, (cst.IndentedBlock, cst.SimpleStatementSuite)):
         items = body.body
@@ -291,7 +292,8 @@ def exits(statement: cst.CSTNode, ctx) -> bool:
         if isinstance(last, (cst.Return, cst.Raise, cst.Continue, cst.Break)):
             return True
         if last.__class__ is cst.Expr and last.value.__class__ is cst.Call:
-            return dotted(last.value.func) in _EXITS
+            called = dotted(last.value.func)
+            return called in _EXITS or called in ctx.exit_functions
     return False
 
 
