@@ -241,6 +241,8 @@ class AmpAnalysis(Analysis):
             target = node.target
             elements = [e.value for e in target.elements] if isinstance(target, (cst.Tuple, cst.List)) else [target]
             self.loop_targets[id(node)] = {n for n in map(dotted, elements) if n}
+            if self.frame is not None and target.__class__ is cst.Name and self._scaled(node.iter):
+                self.frame.scaled_names.add(target.value)  # for v in scaled_losses: v.backward()
 
     def leave_For(self, node) -> None:
         self._loops.pop()
@@ -400,8 +402,9 @@ class AmpAnalysis(Analysis):
             frame.modules.add(name)
         else:
             frame.modules.discard(name)
-        if self.scale_call(value) is not None:
-            frame.scaled_names.add(name)
+        comp = value.elt if value.__class__ in (cst.SetComp, cst.ListComp, cst.GeneratorExp) else None
+        if self.scale_call(value) is not None or (comp is not None and self.scale_call(comp) is not None):
+            frame.scaled_names.add(name)  # (also {scaler.scale(v) for v in losses}: each item is scaled)
         else:
             frame.scaled_names.discard(name)
         self._bind_context(name, value)
