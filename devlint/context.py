@@ -38,6 +38,9 @@ class Context:
         self.guard_attrs: set[str] = set()
         #: module-level functions that always end in an exit (``pytest.skip(msg)``, ``raise``)
         self.exit_functions: set[str] = set()
+        #: module-level functions that return None first thing without an accelerator
+        #: (``if not torch.cuda.is_available(): return None``): a result not None means one is in use
+        self.none_without_accelerator: set[str] = set()
         self.scope: Scope | None = None
         self.guard_depth = 0
         self._guard_nodes: set[int] = set()

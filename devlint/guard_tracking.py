@@ -60,6 +60,9 @@ class GuardTracker(Participant):
         self.ctx.exit_functions = {  # def _skip_or_fail(msg): ... pytest.skip(msg)
             s.name.value for s in node.body if s.__class__ is cst.FunctionDef and guards.exits(s, self.ctx)
         }
+        self.ctx.none_without_accelerator = {
+            s.name.value for s in node.body if s.__class__ is cst.FunctionDef and guards.none_without_accelerator(s, self.ctx)
+        }
         positive, negative = guards.assigned_guards(self.ctx.text, self.ctx)
         self.ctx.guard_names |= positive
         self.ctx.negative_guard_names |= negative
@@ -157,6 +160,10 @@ class GuardTracker(Participant):
                     small_kind = small.__class__
                     if small_kind is cst.Assert:
                         opens = opens or guards.polarity(small.test, self.ctx) == 1
+                    elif small_kind is cst.Assign and small.value.__class__ is cst.Call and (
+                            dotted(small.value.func) in self.ctx.none_without_accelerator):
+                        # dev = _cuda_device(d) before `if dev is None: return` (see visit_Assign)
+                        self.ctx.guard_names.update(n for n in (dotted(t.target) for t in small.targets) if n)
                     elif small_kind is cst.Assign and any(
                         t.target.__class__ is cst.Name and t.target.value == "pytestmark" for t in small.targets
                     ):
@@ -170,6 +177,10 @@ class GuardTracker(Participant):
         value = node.value
         if self.ctx.guarded and isinstance(value, cst.Call) and (self.ctx.resolve(value.func) or "").startswith("torch.cuda."):
             # stream = torch.cuda.Stream() under a guard: later `if stream is not None:` is one too
+            self.ctx.guard_names.update(n for n in (dotted(t.target) for t in node.targets) if n)
+            return
+        if value.__class__ is cst.Call and dotted(value.func) in self.ctx.none_without_accelerator:
+            # dev = _cuda_device(device): not None only where CUDA is in use
             self.ctx.guard_names.update(n for n in (dotted(t.target) for t in node.targets) if n)
             return
         if self.ctx.guarded and value.__class__ is cst.Name and value.value == "True":

@@ -217,6 +217,8 @@ def _comparison(expr: cst.Comparison, ctx) -> int:
         if isinstance(left, (cst.Name, cst.Attribute)) and _CUDA_DEVICE_NAME.match(dotted(left).rsplit(".", 1)[-1] if dotted(left) else ""):
             return 1  # self.cuda_device is not None: a CUDA device was handed in, so CUDA is in use
         return polarity(left, ctx) if isinstance(left, (cst.Name, cst.Attribute)) else 0
+    if isinstance(op, cst.Is) and right.__class__ is cst.Name and right.value == "None" and isinstance(left, (cst.Name, cst.Attribute)):
+        return -polarity(left, ctx)  # dev is None, dev from a function that returns None without CUDA
     sides = (left, right)
     accel = any(_is_accelerator_string(s) or _is_accelerator_tuple(s) for s in sides)
     cpu = any(_is_cpu_string(s) or _holds_cpu(s) for s in sides)
@@ -295,6 +297,21 @@ def exits(statement: cst.CSTNode, ctx) -> bool:
             called = dotted(last.value.func)
             return called in _EXITS or called in ctx.exit_functions
     return False
+
+
+def none_without_accelerator(function: cst.FunctionDef, ctx) -> bool:
+    """Does ``function`` begin (after its docstring) with ``if not torch.cuda.is_available():
+    return None`` (or a bare ``return``)? Then whatever else it returns, it returns only where an
+    accelerator is in use (torchrl's ``_cuda_memory_device``)."""
+    body = [s for s in getattr(function.body, "body", ()) if not (
+        s.__class__ is cst.SimpleStatementLine and s.body and s.body[0].__class__ is cst.Expr
+        and s.body[0].value.__class__ in (cst.SimpleString, cst.ConcatenatedString))]
+    if not body or body[0].__class__ is not cst.If or body[0].orelse is not None or polarity(body[0].test, ctx) != -1:
+        return False
+    inner = getattr(body[0].body, "body", ())
+    last = inner[-1] if inner else None
+    small = last.body[-1] if last.__class__ is cst.SimpleStatementLine and last.body else None
+    return small.__class__ is cst.Return and (small.value is None or dotted(small.value) == "None")
 
 
 def decorator_guards(decorators, ctx) -> bool:
