@@ -29,6 +29,8 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.module_tracker import ModuleTracker
 from torch.utils.weak import WeakIdKeyDictionary
 
+from .cuda_branch import cuda_branch
+
 __all__ = ["STAND_IN", "Tagged", "StandIn", "Mix", "StandInUnsupported", "stand_in", "unregistered_tensors",
            "module_label", "prefer_foreach"]
 
@@ -559,12 +561,11 @@ def _tensor_factory(orig, name: str, mode=None):
 
 @contextlib.contextmanager
 def stand_in(model: torch.nn.Module, backward_labels: bool = True):
-    """Run the block on the stand-in device: yields ``(mode, tracker)``; while it runs,
-    ``torch.tensor`` / ``torch.as_tensor`` / ``torch.asarray`` with ``device="meta"`` make
-    tagged tensors, and ``torch.autocast(device_type="meta")`` means the CPU's autocast.
-    Everything is restored on exit. ``backward_labels``: the tracker attributes backward
-    ops to modules too (else ``mode.unlabelled`` says when that was needed, see
-    :class:`Tracker`)."""
+    """Run the block on the stand-in device, yielding ``(mode, tracker)``: ``torch.tensor`` /
+    ``as_tensor`` / ``asarray`` with ``device="meta"`` make tagged tensors, ``torch.autocast(
+    device_type="meta")`` is the CPU's, CUDA branches are taken (:mod:`.cuda_branch`); all
+    restored on exit. ``backward_labels``: the tracker attributes backward ops to modules too
+    (else ``mode.unlabelled`` says when that was needed, see :class:`Tracker`)."""
     import torch.nn.functional as F
 
     tracker = Tracker(backward_labels)
@@ -590,7 +591,7 @@ def stand_in(model: torch.nn.Module, backward_labels: bool = True):
             setattr(torch, n, _tensor_factory(f, n, mode))
         torch.amp.autocast_mode.autocast.__init__ = init
         torch.ctc_loss, F.ctc_loss = lenient(ctc[0]), lenient(ctc[1])
-        with tracker, mode:
+        with tracker, mode, cuda_branch(Tagged, STAND_IN):
             yield mode, tracker
     finally:
         for n, f in saved.items():
