@@ -366,6 +366,8 @@ class _Finder:
             last = name.rsplit(".", 1)[-1]
             if not name or last in _HARMLESS or last in self.self_moving:
                 return None
+            if isinstance(parent, ast.keyword) and last.lstrip("_")[:1].isupper():
+                return None  # State(cached_lengths=t.to(d)): a field stored in an object, not computed with
             shape = "call arg"
         else:
             return None

@@ -34,11 +34,9 @@ leads to a finding.
 
 from __future__ import annotations
 
-import re
-
 import libcst as cst
 
-from .batches import BATCH_PARAMS
+from .batches import BATCH_PARAMS, batch_call
 from .branch_joins import BranchJoins
 from .expression_kinds import ExpressionKinds, _aligned
 from .flow_frames import ClassInfo, Frame
@@ -173,7 +171,11 @@ class DeviceFlow(Analysis, PartialBatches, BranchJoins, ExpressionKinds, ModelCa
             if scope is None and self.is_self(target.value) and self.frame.cls is not None:
                 if v is not None and (v.kind in _LOCAL_KINDS or v.group is not None):
                     v = None  # a batch of this call or a parameter: means nothing in other methods
-                self.frame.cls.attrs[target.attr.value] = v
+                attrs = self.frame.cls.attrs
+                held = attrs.get(target.attr.value, v)
+                if v is not None and v.kind == CPUDEV and target.attr.value in attrs and (held is None or held.kind != CPUDEV):
+                    v = None  # if cuda: self.device = "cuda" / else: self.device = "cpu": either device
+                attrs[target.attr.value] = v
         elif isinstance(target, (cst.Tuple, cst.List)):
             elements = target.elements
             if isinstance(value_expr, (cst.Tuple, cst.List)) and len(value_expr.elements) == len(elements) and not any(
@@ -397,6 +399,10 @@ class DeviceFlow(Analysis, PartialBatches, BranchJoins, ExpressionKinds, ModelCa
         self._bind_iteration(node.target, node.iter, None)
         self._memo.clear()
         names = [n.value for n in _names_in(node.target)]
+        # for _ in range(steps): x = data["x"][ids]; ...data["y"][ids].to(d): a step loop that
+        # indexes the parameters moves their items in its body, not on the function's straight path
+        frame = self.frame
+        names += [p for p in sorted(frame.params) if p not in frame.rebound and p not in names]
         self._note_later_moves(node.body, names)
 
     def _note_later_moves(self, body: cst.CSTNode, names: list[str]) -> None:
@@ -493,16 +499,9 @@ class DeviceFlow(Analysis, PartialBatches, BranchJoins, ExpressionKinds, ModelCa
                     cls.torch_modules.add(t.attr.value)
 
 
-#: a helper named for handing out batches (``make_batches(...)``, ``build_loader(cfg)``)
-_BATCHES_CALL = re.compile(r"batch|loader", re.I)
-
-
 def _yields_batches(expr: cst.BaseExpression) -> bool:
-    """``for batch in make_batches(...)``: a call of a helper named for batches or a loader."""
-    if expr.__class__ is not cst.Call:
-        return False
-    name = dotted(expr.func)
-    return bool(name and _BATCHES_CALL.search(name.rsplit(".", 1)[-1]))
+    """``for batch in make_batches(...)``, ``for u, i in self.sampler.sample(X)`` (:func:`batch_call`)."""
+    return expr.__class__ is cst.Call and batch_call(dotted(expr.func) or "")
 
 
 def _names_in(target: cst.BaseExpression) -> list[cst.Name]:

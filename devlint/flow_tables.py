@@ -70,7 +70,7 @@ def _not_item_name(name: str) -> bool:
 
 
 #: callee names that say "a loss" (``criterion(out, y)``), not a helper computing one
-_LOSS_CALLEE = re.compile(r"^_*(\w+_)?(loss|criterion|crit)(_?(fn|func|fct|fcn|function|module|mod))?$", re.I)
+_LOSS_CALLEE = re.compile(r"^_*(\w+_)?(loss|criterion|crit)(_?(fn|func|fct|fcn|function|module|mod))?(_(train|eval|val|valid|test))?$", re.I)
 _HELPER_PREFIX = re.compile(r"^(compute|calc|calculate|get|eval|evaluate|run|do|make|build|update|step|train|log)_", re.I)
 #: batch items that are CPU-side by design (``pack_padded_sequence`` lengths) or not tensors
 _CPU_SIDE_ITEMS = frozenset(
@@ -92,6 +92,10 @@ _MODULE_API = frozenset(
     "get_parameter get_buffer buffers named_buffers extra_repr share_memory save_pretrained resize_token_embeddings "
     "get_input_embeddings get_output_embeddings config device dtype".split()
 )
+#: the scikit-learn estimator API that model wrappers copy (skorch, pytorch-tabnet, pyod,
+#: opendataval's models): ``new_model.fit(x, y)`` takes the data as it comes (often CPU tensors
+#: or arrays on purpose) and places it itself; no submodule of the model is called
+_ESTIMATOR_API = frozenset("fit predict predict_proba predict_log_proba fit_predict fit_transform transform score decision_function".split())
 #: callees that keep or show their arguments without computing with them
 _NOT_COMPUTING = frozenset(
     "append extend insert add update put set setdefault get pop extend len print str repr format isinstance "

@@ -14,7 +14,7 @@ import libcst as cst
 
 from .flow_kinds import CPU, CPUB, DEV, DEVB, FED, LOADER, MIXB, PARAM, PB, PITEM, V
 from .flow_tables import (
-    _CPU_SIDE_ITEMS, _HELPER_PREFIX, _LOSS_CALLEE, _MODEL_CALLEE, _MODEL_METHODS, _MODULE_API, _NOT_COMPUTING, _READOUTS,
+    _CPU_SIDE_ITEMS, _ESTIMATOR_API, _HELPER_PREFIX, _LOSS_CALLEE, _MODEL_CALLEE, _MODEL_METHODS, _MODULE_API, _NOT_COMPUTING, _READOUTS,
 )
 from .guards import string_value
 from .names import dotted
@@ -84,7 +84,7 @@ class ModelCallCheck:
         # model.feature_extractor, self.model.encoder: a submodule of a model
         return (
             len(parts) > 1 and not parts[-1].startswith("_") and parts[-1] not in _MODULE_API
-            and any(_MODEL_CALLEE.search(p) for p in parts[:-1])
+            and parts[-1] not in _ESTIMATOR_API and any(_MODEL_CALLEE.search(p) for p in parts[:-1])
         )
 
     def loss_named(self, expr: cst.BaseExpression | None) -> bool:

@@ -230,3 +230,19 @@ def test_heldout_run_reports_apart(capsys):
     out = capsys.readouterr().out
     assert out.startswith("set: heldout (wide shapes)\n") and "DEV111 findings on the unmutated files: 0" in out
     assert not any(p.name in out for p in seeded.PACKAGES)  # the tuned-on packages stay out of it
+
+
+def test_no_mutant_of_a_move_stored_as_a_constructor_field():
+    """``State(lengths=t.to(d))`` stores the tensor in an object (gliner 0.2.29's
+    ``_PersistentBatchState``): removing the move seeds no bug there; ``model(x=t.to(d))`` does."""
+    text = (
+        "def step(model, loader, device):\n"
+        "    model.to(device)\n"
+        "    for x, counts in loader:\n"
+        "        out = model(x.to(device))\n"
+        "        state = _BatchState(positions=counts.to(device), out=out)\n"
+        "        model.decode(state, hidden=counts.to(device))\n"
+    )
+    found = {(m.line, m.shape) for m in seeded.mutants_of("pkg", "s.py", text)}
+    assert (5, "call arg") not in found
+    assert (4, "call arg") in found and (6, "call arg") in found
