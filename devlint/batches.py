@@ -22,15 +22,17 @@ BATCH_CALL = re.compile(r"^_?(next|get|sample|fetch|load|read|draw)_(\w+_)?batch
 #: calls that iterate what their first argument yields, unchanged (progress bars, loggers)
 ITERATING_WRAPPERS = frozenset({"log_every", "track", "progress_bar", "trange_over", "tqdm_notebook"})
 
-#: a helper named for handing out batches (``make_batches(...)``, ``build_loader(cfg)``)
-_BATCHES_CALL = re.compile(r"batch|loader", re.I)
+#: a helper named for handing out batches (``make_batches(...)``, ``build_loader(cfg)``,
+#: ``self._skipgram_sample_pairs(X)``)
+_BATCHES_CALL = re.compile(r"batch|loader|(^|_)samples?(_|$)", re.I)
 #: an object named for handing out batches, whatever its method is called (``self.sampler.sample(X)``)
 _BATCHER = re.compile(r"(sampler|loader|batcher)s?$", re.I)
 
 
 def batch_call(name: str) -> bool:
     """Does a loop over a call of ``name`` (dotted: ``self.sampler.sample``) iterate batches: a
-    helper named for batches or a loader (``make_batches``, ``build_loader``), or a method of an
-    object named for handing them out (a sampler, a loader, a batcher)?"""
+    helper named for batches, a loader or samples (``make_batches``, ``build_loader``,
+    ``sample_pairs``), or a method of an object named for handing them out (a sampler, a loader,
+    a batcher)?"""
     parts = name.rsplit(".", 2)
     return bool(name) and bool(_BATCHES_CALL.search(parts[-1]) or len(parts) > 1 and _BATCHER.search(parts[-2]))

@@ -70,10 +70,11 @@ or its loss (`criterion(out, y)`, `F.cross_entropy`) unmoved, the unmoved one is
 same-module call site counts too: when every call `train(model, loader, ...)` passes a moved
 model and a `DataLoader`, an unmoved batch reaching the model inside `train` is flagged.
 The same evidence is read in more of the shapes real loops take: an item moved inside the call
-(`model(x.to(d))`, `loss_fn(model(x.to(d)), y)`), a batch from `loader.next_batch()` or from
-`metric_logger.log_every(loader, ...)`, a step function's `batch` parameter
-(`batch["x"].to(d)` then `batch["y"]` unmoved), the parameters of a function that moves one of
-them (`def train_step(self, x, y): x = x.to(d)`, then `y` reaches the loss), names bound by a
+(`model(x.to(d))`, `loss_fn(model(x.to(d)), y)`), a batch from `loader.next_batch()`, from a
+sampler's method (`self.sampler.sample(X)`) or from `metric_logger.log_every(loader, ...)`, a
+step function's `batch` parameter (`batch["x"].to(d)` then `batch["y"]` unmoved), the
+parameters of a function that moves one of them (`def train_step(self, x, y): x = x.to(d)`,
+then `y` reaches the loss; also in a step loop over `range(steps)` that indexes them), names bound by a
 `match` pattern, a `DataLoader` returned by a helper of the same module, and an item moved in
 the body of a `try` but not in a handler that goes on after it (or the other way round). A loss given an
 item left behind while its sibling moved is flagged even when the model's output comes from a
