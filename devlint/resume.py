@@ -93,10 +93,11 @@ class ClassResume:
         if first is None:
             return None
         owners = [ctx, *(p for p in participants if not getattr(p, "stateless", False))]
+        polls = [p.poll for p in participants if getattr(p, "stateless", False) and hasattr(p, "poll")]
         marks: list = []  # the guard marks when the walk entered the class body (its own set on its members)
         at: dict = {}
         if len(members) == len(old_members):
-            self.tail.hooks(at, module, node, first, ctx, owners, key, lambda: marks[0] if marks else None)
+            self.tail.hooks(at, module, node, first, ctx, owners, key, lambda: marks[0] if marks else None, polls)
         if first == 0:
             if at:
                 at[id(members[0])] = lambda stack: marks.append(frozenset(ctx._guard_nodes)) and False
@@ -115,6 +116,8 @@ class ClassResume:
             """At the class's first member: compare the state, and resume after the members
             the snapshot covers when it is the same."""
             marks.append(frozenset(ctx._guard_nodes))
+            for poll in polls:  # a stale lint (the language server's) stops before the copy
+                poll()
             try:
                 self._entry = fingerprint(owners, tokens, skip)
             except Unsupported:

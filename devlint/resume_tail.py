@@ -137,10 +137,11 @@ class TailResume:
     def __init__(self) -> None:
         self.snapshot: TailSnapshot | None = None
 
-    def hooks(self, at: dict, module, node, first: int, ctx, owners: list, key, class_marks) -> None:
+    def hooks(self, at: dict, module, node, first: int, ctx, owners: list, key, class_marks, polls=()) -> None:
         """Add to ``at`` the hook run when the walk leaves member ``first`` of the class
         ``node`` (top-level statement of ``module``); ``class_marks()`` gives the guard marks
-        the class body set on its members (taken when the walk entered it), or ``None``."""
+        the class body set on its members (taken when the walk entered it), or ``None``;
+        each of ``polls`` is called first (it raises to end a stale lint)."""
         members = node.body.body
         count = len(members)
         if first + 1 >= count:
@@ -164,6 +165,8 @@ class TailResume:
             if len(stack) < len(later) - 1 or any(
                     stack[-k][0] is not later[k] or stack[-k][1] != 0 for k in range(1, len(later))):
                 return False
+            for poll in polls:
+                poll()
             marks = class_marks()
             if marks is not None:
                 marks = marks - {id(members[first])}

@@ -69,13 +69,14 @@ def _watcher(cancelled: Callable[[], bool]):
     first statement visited after ``cancelled()`` turns true. It reports nothing."""
     from ..rule import Participant
 
-    def check(self, node) -> None:
+    def check(self, node=None) -> None:
         if cancelled():
             raise Cancelled()
 
     names = ("SimpleStatementLine", "FunctionDef", "ClassDef", "If", "For", "While", "With", "Try", "TryStar", "Match")
     hooks = {f"visit_{n}": check for n in names}
-    return type("StaleLintWatcher", (Participant,), {**hooks, "stateless": True})  # no state to resume
+    # no state to resume; ``poll`` is asked before a resumed walk copies or compares its state
+    return type("StaleLintWatcher", (Participant,), {**hooks, "stateless": True, "poll": check})
 
 
 @dataclass
