@@ -465,3 +465,54 @@ def test_a_resumed_walk_needs_the_other_files_it_read_unchanged(tmp_path):
     assert deps_current(None, None) and not deps_current(None, view) and not deps_current(deps, None)
     index.overlay(str(helper), "def build(ds):\n    return list(ds)\n")
     assert not deps_current(deps, index.view(str(tmp_path / "train.py")))
+
+
+def method_edit(text: str, rng: random.Random, name: str = "amp9") -> str:
+    """An edit inside the method ``name`` of :func:`module_class` (a character typed, a line
+    deleted, a finding, a scaler attribute, an unscale, a guard, an early return added), or,
+    one time in five, :func:`module_edit` anywhere."""
+    lines = text.split("\n")
+    start = next((k for k, line in enumerate(lines) if line.startswith(f"    def {name}(")), None)
+    if start is None or rng.random() < 0.2:
+        return module_edit(text, rng)
+    end = next((k for k in range(start + 1, len(lines)) if lines[k].startswith("    def ")), len(lines))
+    k = rng.randrange(start + 1, end)
+    kind = rng.choice(("type", "type", "delete", "insert"))
+    if kind == "type":
+        at = rng.randrange(len(lines[k]) + 1)
+        lines[k] = lines[k][:at] + rng.choice("x_( ):.#") + lines[k][at:]
+    elif kind == "delete" and end - start > 3:
+        del lines[k]
+    else:
+        indent = lines[k][: len(lines[k]) - len(lines[k].lstrip())] or "        "
+        lines.insert(k, indent + rng.choice(("z = torch.zeros(1).cuda()", "self.scaler = torch.cuda.amp.GradScaler()",
+                                             "scaler.unscale_(opt)", "self.use_cuda = torch.cuda.is_available()",
+                                             "return", "# typing", "import torch.cuda.amp as amp")))
+    return "\n".join(lines)
+
+
+def test_random_edits_in_one_method_resume_after_it_and_give_a_full_lints_findings(monkeypatch):
+    """Random edits concentrated in one method in the middle of a long ``nn.Module`` (and now
+    and then anywhere): the members after it are skipped when the state after it is the same
+    (:mod:`devlint.resume_tail`), and every lint gives ``devlint check``'s findings."""
+    from devlint import resume_tail
+
+    resumed = []
+    restore = resume_tail.TailResume._restore
+    monkeypatch.setattr(resume_tail.TailResume, "_restore", staticmethod(lambda *a: resumed.append(1) or restore(*a)))
+    text = module_class()
+    path = "/nonexistent-devlint-test/net.py"
+    rng = random.Random("one method")
+    state = DocumentState()
+    assert lint_text(text, path, state) == check_source(text.encode(), path, ["DEV"], [])
+    compared = 0
+    for step in range(80):
+        new = method_edit(text, rng)
+        got = lint_text(new, path, state)
+        if not parses(new):
+            assert any(f.code == "DEV000" for f in got)
+            continue
+        assert got == check_source(new.encode(), path, ["DEV"], []), step
+        compared += 1
+        text = new
+    assert compared >= 40 and len(resumed) >= 10, (compared, len(resumed))
