@@ -92,10 +92,12 @@ _MODULE_API = frozenset(
     "get_parameter get_buffer buffers named_buffers extra_repr share_memory save_pretrained resize_token_embeddings "
     "get_input_embeddings get_output_embeddings config device dtype".split()
 )
-#: the scikit-learn estimator API that model wrappers copy (skorch, pytorch-tabnet, pyod,
-#: opendataval's models): ``new_model.fit(x, y)`` takes the data as it comes (often CPU tensors
-#: or arrays on purpose) and places it itself; no submodule of the model is called
-_ESTIMATOR_API = frozenset("fit predict predict_proba predict_log_proba fit_predict fit_transform transform score decision_function".split())
+#: the training entry of the scikit-learn estimator API that model wrappers copy (skorch,
+#: pytorch-tabnet, pyod, opendataval's models): ``new_model.fit(x, y)`` runs a whole training
+#: loop over the data as it comes (often CPU tensors or arrays on purpose) and places it itself;
+#: no submodule of the model is called. Not ``predict``: a module's own ``predict(batch)``
+#: computes where its parameters are (recbole's recommenders)
+_ESTIMATOR_API = frozenset("fit partial_fit fit_predict fit_transform".split())
 #: callees that keep or show their arguments without computing with them
 _NOT_COMPUTING = frozenset(
     "append extend insert add update put set setdefault get pop extend len print str repr format isinstance "
