@@ -113,7 +113,18 @@ def check_codes(codes: Sequence[str], where: str) -> None:
     """Raise :class:`ConfigError` for the first selector that names no code."""
     for code in codes:
         if not known(code):
-            raise ConfigError(f"{where}: unknown rule selector {code!r} (codes are DEV000 and DEV101 to DEV2xx: see `devlint rule --all`)")
+            raise ConfigError(f"{where}: unknown rule selector {code!r} ({code_range()}: "
+                              "`devlint rule --all` lists them)")
+
+
+def code_range() -> str:
+    """The codes that exist, in words for an error message: ``"codes are DEV000 and DEV101
+    to DEV210"`` (the lowest and highest rule code, read from the registered rules)."""
+    from .finding import PARSE_ERROR
+    from .rules import all_rules
+
+    codes = sorted(r.code for r in all_rules())
+    return f"codes are {PARSE_ERROR} and {codes[0]} to {codes[-1]}"
 
 
 def _caret(path: Path, message: str) -> str:

@@ -205,6 +205,13 @@ def test_usage_errors(tmp_tree):
     ]:
         result = full(*args, "a.py", cwd=root)
         assert result.returncode == 2 and words in result.stderr, (args, result.stderr)
+    # the real range of codes, read from the rules (a new user was told "DEV101 to DEV2xx")
+    from devlint.rules import all_rules
+
+    last = max(r.code for r in all_rules())
+    unknown = full("--select", "DEV999", "a.py", cwd=root).stderr
+    assert f"codes are DEV000 and DEV101 to {last}: `devlint rule --all` lists them" in unknown, unknown
+    assert "xx" not in unknown, unknown
     bogus = full("--bogus", "a.py", cwd=root)
     assert bogus.returncode == 2 and bogus.stderr.startswith("usage: devlint check ") and "--bogus" in bogus.stderr
     for body, where in (('select = ["DEV1" "DEV2"]\n', "line 2"), ('select = ["DEV1"\n', "line 2")):

@@ -188,3 +188,20 @@ def test_threads_option(capsys):
         assert code == 2 and "--threads must be 1 or more" in err
     finally:
         torch.set_num_threads(before)
+
+
+def test_report_header_says_whether_the_target_was_built_under_the_seed(capsys, tmp_path):
+    # NAME() runs after torch.manual_seed(seed); a module-level step was built at import, unseeded
+    from devlint.runtime.target import built_under_seed, load_target
+
+    target = tmp_path / "both.py"
+    target.write_text("from devlint.runtime.reference import reference_step\n"
+                      "STEP = reference_step()\n"
+                      "def make():\n"
+                      "    return reference_step()\n")
+    assert built_under_seed(load_target(f"{target}:make", 0)[0]) is True
+    assert built_under_seed(load_target(f"{target}:STEP", 0)[0]) is False
+    code, out, _ = _main(capsys, f"{target}:STEP", "--device", "cpu", "--mode", "float32", "--format", "json")
+    assert code == 0 and json.loads(out)["model_seeded"] is False
+    code, out, _ = _main(capsys, f"{target}:make", "--device", "cpu", "--mode", "float32")
+    assert code == 0 and "seed 0 (model and batch built under it)" in out.splitlines()[0]

@@ -65,7 +65,7 @@ def test_html_is_one_offline_page_with_every_section():
     assert "@import" not in page and "url(" not in page.replace("url(#", "")  # only in-page references
     for text in ("failed", "Gradient error per module", "Loss scale and skipped steps",
                  "Device placement", "pos (Embedding)", "aten.arange", "ranks against one process",
-                 "<td>cpu standing in for cuda</td>"):
+                 "<td>cpu run posing as cuda (placement check)</td>"):
         assert text in page, text
     assert "&lt;b&gt;" in page and "<b>" not in page  # messages escaped
 
@@ -76,13 +76,48 @@ def test_every_format_names_the_placement_run_in_words():
     report.findings.append(Finding("probe-incomplete", "the check could not finish", "report it",
                                    device="stand-in", mode="float32"))
     text, md, page = str(report), report_markdown.render(report), report_html.render(report)
-    assert "1. [device-placement] cpu standing in for cuda (static rule DEV112)" in text
-    assert "3. [probe-incomplete] cpu standing in for cuda, float32" in text
-    assert "| 3 | probe-incomplete | cpu standing in for cuda, float32 |" in md
-    assert "<td>cpu standing in for cuda, float32</td>" in page
+    assert "1. [device-placement] cpu run posing as cuda (placement check) (static rule DEV112)" in text
+    assert "3. [probe-incomplete] cpu run posing as cuda (placement check), float32" in text
+    assert "| 3 | probe-incomplete | cpu run posing as cuda (placement check), float32 |" in md
+    assert "<td>cpu run posing as cuda (placement check), float32</td>" in page
     for out in (text, md, page):
         assert "stand-in" not in out and ">meta<" not in out and " meta " not in out
     assert [f["device"] for f in report.to_dict()["findings"]] == ["stand-in", "cpu", "stand-in"]
+
+
+FLOOR_KEY = "floor: the grad err of a float32 run that rounds to this row's dtype only"
+SKIPPED_KEY = "skipped steps: float16 steps the GradScaler skipped (inf/NaN gradients)"
+
+
+def test_every_format_says_what_floor_and_skipped_steps_mean():
+    # a new user read "4 (scale 4096)" skipped steps as a failure, and "floor" was explained nowhere
+    report = sample_report()
+    text, md, page = str(report), report_markdown.render(report), report_html.render(report)
+    for out in (text, md, page.replace("&#x27;", "'")):
+        assert FLOOR_KEY in out and SKIPPED_KEY in out and "normal, not a failure" in out
+    assert text.index(FLOOR_KEY) < text.index("findings (")  # under the table
+    quick = Report("toy (Toy)", 0, "2.13.0+cpu", runs=[Run("cpu", "float32", "reference", loss=1.0),
+                                                      Run("cpu", "float16", "ok", loss=1.0, grad_err=1e-4,
+                                                          skipped_steps=0, scale=65536.0)])
+    for out in (str(quick), report_markdown.render(quick), report_html.render(quick)):
+        assert "(- when not needed)" in out and "skipped steps:" not in out  # a "-" floor explained too
+    plain = Report("toy (Toy)", 0, "2.13.0+cpu", runs=[Run("cpu", "float32", "reference", loss=1.0),
+                                                      Run("cuda", "-", "skipped", error="no CUDA device")])
+    for out in (str(plain), report_markdown.render(plain), report_html.render(plain)):
+        assert "floor:" not in out and "skipped steps:" not in out  # nothing judged, no key
+
+
+def test_every_header_says_whether_the_model_was_built_under_the_seed():
+    # the CLI seeds before calling NAME(); check_step gets a model the caller built
+    for seeded, words in ((True, "seed 3 (model and batch built under it)"),
+                          (False, "seed 3 (the runs only; the model and batch were built by the caller)")):
+        report = sample_report()
+        report.seed, report.model_seeded = 3, seeded
+        assert str(report).splitlines()[0] == f"devlint runtime: toy (Toy), {words}, torch 2.13.0+cpu"
+        assert f"({words}, torch 2.13.0+cpu)" in report_markdown.render(report)
+        assert f'<p class="note">{words}, torch' in report_html.render(report)
+        assert report.to_dict()["model_seeded"] is seeded
+    assert Report("x", 0, "t").model_seeded is False
 
 
 def test_markdown_for_a_job_summary():
@@ -92,7 +127,7 @@ def test_markdown_for_a_job_summary():
     assert "| cpu | float16 | ok | 1.25 | 1.0e-04 | 4.0e-04 | - | 3 (scale 8192) |" in lines
     assert "| cpu bfloat16 | norm (NaiveNorm) | 9.0e-01 | 2.0e-03 | 4.8e-02 |" in lines  # beyond its limit
     assert not any("enc (Linear) | 2.0e-03" in line for line in lines)  # within: not listed
-    assert "| 1 | device-placement (DEV112) | cpu standing in for cuda | pos (Embedding) | positions |" in text
+    assert "| 1 | device-placement (DEV112) | cpu run posing as cuda (placement check) | pos (Embedding) | positions |" in text
     assert text.endswith("\n") and "450x its floor &lt;b>" in text  # no raw HTML in a summary
 
 
@@ -157,7 +192,8 @@ def test_cli_writes_html_and_markdown(tmp_path):
                           capture_output=True, text=True, timeout=600, cwd=tmp_path)
     assert proc.returncode == 1, proc.stderr
     assert proc.stdout.splitlines()[2].startswith("**:x: failed**: 1 finding(s)")
-    assert "| 1 | device-placement (DEV112) | cpu standing in for cuda | pos (AddPosition) |" in proc.stdout
+    assert "| 1 | device-placement (DEV112) | cpu run posing as cuda (placement check) | pos (AddPosition) |" in proc.stdout
+    assert "(seed 0 (model and batch built under it), torch" in proc.stdout  # NAME() ran after seeding
     text = page.read_text(encoding="utf-8")
     assert "<h2>Device placement</h2>" in text and "pos (AddPosition)" in text and "failed" in text
 

@@ -193,7 +193,7 @@ def test_numpy_draws_are_seeded_per_run_and_the_callers_state_is_kept():
     random.seed(7)
     r = check_step(step, devices=["cpu"])
     assert r.ok, str(r)
-    assert all(run.how is None or "no calibration needed" in run.how for run in r.runs), str(r)
+    assert all(run.how is None or "no noise-floor run was needed" in run.how for run in r.runs), str(r)
     assert np.random.rand() == want_np and random.random() == want_py
 
 

@@ -11,7 +11,7 @@ import contextlib
 import sys
 import warnings
 
-from .target import TargetError, load_target, one_line
+from .target import TargetError, built_under_seed, load_target, one_line
 
 __all__ = ["add_arguments", "run", "load_target", "TargetError"]
 
@@ -160,6 +160,8 @@ def run(args: argparse.Namespace) -> int:
         for folder in paths:
             if folder in sys.path:
                 sys.path.remove(folder)
+    if report is not None:
+        report.model_seeded = built_under_seed(step) if args.target else True
     if report is None:
         print(f"{_PROG}: rank {joined.rank} of {joined.world_size} sent its results to rank 0, "
               "which prints the report", file=sys.stderr)

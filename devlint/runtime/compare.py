@@ -553,7 +553,7 @@ def judge(errors: Errors, mode: str, tol: Tolerances, floor: Errors | None = Non
         limit = loss_limit = tol.quick * unit_roundoff(mode)
         ok_grad = all(p.grad <= limit for p in judged.values())
         ok_upd = adaptive or all(math.isnan(p.update) or p.update <= limit for p in judged.values())
-        how = f"within {tol.quick:g} unit roundoffs of {mode} ({limit:.1e}), no calibration needed"
+        how = f"within {tol.quick:g} unit roundoffs of {mode} ({limit:.1e}), so no noise-floor run was needed"
     else:
         floor_err = floor.model_error(tol)
         limit = k_floor = tol.k * floor_err

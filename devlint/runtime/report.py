@@ -6,7 +6,7 @@ import json
 import math
 from dataclasses import asdict, dataclass, field
 
-__all__ = ["Run", "Finding", "Report", "run_label", "STAND_IN_RUN", "STAND_IN_WORDS"]
+__all__ = ["Run", "Finding", "Report", "run_label", "legend", "seed_words", "STAND_IN_RUN", "STAND_IN_WORDS"]
 
 
 @dataclass
@@ -78,17 +78,42 @@ class Run:
 STAND_IN_RUN = "stand-in"
 #: What that run is, in the words of the text, Markdown and HTML reports: the CPU computes,
 #: its tensors tagged as a GPU's, so a CPU tensor met next to them is what CUDA raises on.
-STAND_IN_WORDS = "cpu standing in for cuda"
+STAND_IN_WORDS = "cpu run posing as cuda (placement check)"
 
 
 def run_label(device: str | None, mode: str | None = None) -> str:
     """The run a finding comes from, as the text, Markdown and HTML reports print it:
-    ``"cpu float16"``, ``"cuda"``, ``"cpu standing in for cuda"`` (the placement run,
+    ``"cpu float16"``, ``"cuda"``, :data:`STAND_IN_WORDS` (the placement run,
     ``device`` :data:`STAND_IN_RUN`; its mode, if any, after a comma), or ``""`` when
     neither is known."""
     if device == STAND_IN_RUN:
         return STAND_IN_WORDS + (f", {mode}" if mode else "")
     return " ".join(x for x in (device, mode) if x)
+
+
+def legend(runs: list[Run]) -> list[str]:
+    """What the run table's less obvious columns mean, one line each, for the text, Markdown
+    and HTML reports: ``floor`` when a row was judged against the reference (has a grad err),
+    ``skipped steps`` when a float16 row skipped any; ``[]`` when neither applies."""
+    out = []
+    if any(r.grad_err is not None for r in runs):
+        out.append("floor: the grad err of a float32 run that rounds to this row's dtype only, "
+                   "i.e. the noise the dtype alone makes on this model; measured only for a run "
+                   "beyond the quick bound (- when not needed), which then passes within k x floor")
+    if any(r.skipped_steps for r in runs):
+        out.append("skipped steps: float16 steps the GradScaler skipped (inf/NaN gradients) "
+                   "while its scale fell from 65536 to one that fits, the scale shown being the "
+                   "one of the step that counted; normal, not a failure")
+    return out
+
+
+def seed_words(report: "Report") -> str:
+    """The seed of ``report`` as its headers say it: whether the model and batch were built
+    under it too (the CLI calls the target's function after seeding) or only the runs were
+    (``check_step`` receives a model the caller built)."""
+    if report.model_seeded:
+        return f"seed {report.seed} (model and batch built under it)"
+    return f"seed {report.seed} (the runs only; the model and batch were built by the caller)"
 
 
 @dataclass
@@ -179,6 +204,10 @@ class Report:
             :func:`devlint.runtime.check_step`).
         autocast_policy: whose autocast rules the CPU low-precision runs followed, ``"cuda"``
             or ``"cpu"`` (see :func:`devlint.runtime.check_step`).
+        model_seeded: True when ``torch.manual_seed(seed)`` was set before the model and batch
+            were built (``devlint runtime`` calling the target's function, the built-in
+            reference step); False when the caller built them (:func:`check_step`), so their
+            random weights and data depend on the caller's RNG state, not on ``seed``.
     """
 
     step: str
@@ -189,6 +218,7 @@ class Report:
     notes: list[str] = field(default_factory=list)
     cpu_kernels: str = "emulated"
     autocast_policy: str = "cuda"
+    model_seeded: bool = False
 
     @property
     def ok(self) -> bool:
@@ -221,6 +251,7 @@ class Report:
             "torch_version": self.torch_version,
             "cpu_kernels": self.cpu_kernels,
             "autocast_policy": self.autocast_policy,
+            "model_seeded": self.model_seeded,
             "ok": self.ok,
             "runs": [asdict(r) for r in self.runs],
             "findings": [asdict(f) for f in self.findings],
@@ -264,10 +295,13 @@ class Report:
         def line(cells):
             return "  ".join(c.ljust(w) for c, w in zip(cells, widths)).rstrip()
 
-        out = [f"devlint runtime: {self.step}, seed {self.seed}, torch {self.torch_version}", ""]
+        out = [f"devlint runtime: {self.step}, {seed_words(self)}, torch {self.torch_version}", ""]
         out.append(line(header))
         out.append(line(["-" * w for w in widths]))
         out.extend(line(row) for row in rows)
+        keys = legend(self.runs)
+        if keys:
+            out += ["", *keys]
         errors = [r for r in self.runs if r.status == "error" and r.error]
         if errors:
             out += ["", "run errors:"]

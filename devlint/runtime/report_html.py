@@ -19,7 +19,7 @@ import html
 import io
 import math
 
-from .report import Report, Run, run_label
+from .report import Report, Run, legend, run_label, seed_words
 
 __all__ = ["render", "write", "MissingExtra"]
 
@@ -231,9 +231,10 @@ def render(report: Report) -> str:
             f"{sum(r.status == 'mismatch' for r in report.runs)} run(s) beyond tolerance")
     parts = [f"<h1>devlint runtime: {_e(report.step)}</h1>",
              f'<p><span class="verdict {verdict}">{verdict}: {_e(said)}</span></p>',
-             f'<p class="note">seed {report.seed}, torch {_e(report.torch_version)}, cpu low-precision '
+             f'<p class="note">{_e(seed_words(report))}, torch {_e(report.torch_version)}, cpu low-precision '
              f"kernels {_e(report.cpu_kernels)}</p>",
-             "<h2>Runs</h2>", _run_table(report)]
+             "<h2>Runs</h2>", _run_table(report),
+             *(f'<p class="note">{_e(k)}</p>' for k in legend(report.runs))]
     judged = [r for r in report.runs if r.modules]
     if judged:
         parts.append("<h2>Gradient error per module</h2>")

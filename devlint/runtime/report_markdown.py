@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 
-from .report import Report, run_label
+from .report import Report, legend, run_label, seed_words
 
 __all__ = ["render"]
 
@@ -34,7 +34,7 @@ def render(report: Report) -> str:
     out = [f"## devlint runtime: {_cell(report.step)}", "",
            f"**{mark}**: {len(report.errors)} finding(s), "
            f"{sum(r.status == 'mismatch' for r in report.runs)} run(s) beyond tolerance "
-           f"(seed {report.seed}, torch {report.torch_version})", "",
+           f"({seed_words(report)}, torch {report.torch_version})", "",
            "| device | mode | status | loss | loss err | grad err | floor | skipped steps |",
            "|---|---|---|---:|---:|---:|---:|---:|"]
     for r in report.runs:
@@ -46,6 +46,9 @@ def render(report: Report) -> str:
         cells = [r.device, r.mode, status, loss,
                  *("ref" if ref else _num(x) for x in (r.loss_err, r.grad_err, r.floor)), skipped]
         out.append("| " + " | ".join(_cell(c) for c in cells) + " |")
+    keys = legend(report.runs)
+    if keys:
+        out += ["", *(f"- {_cell(k)}" for k in keys)]
     beyond = [(r, m) for r in report.runs for m in (r.modules or ())
               if m.get("judged") and m.get("grad_err") is not None and m["grad_err"] > m["limit"]]
     if beyond:

@@ -60,6 +60,13 @@ def search_paths(start: str) -> list[str]:
     return paths
 
 
+def built_under_seed(step) -> bool:
+    """True when :func:`load_target` built ``step`` by calling NAME() right after
+    ``torch.manual_seed(seed)``; False for a module-level TrainingStep (built at import,
+    unseeded) or a step from anywhere else."""
+    return bool(getattr(step, "_devlint_seeded", False))
+
+
 def load_target(target: str, seed: int = 0, keep_path: list | None = None):
     """Load ``path/file.py:NAME`` or ``package.module:NAME`` and call NAME() for a TrainingStep.
 
@@ -140,6 +147,7 @@ def _load(source, name, target, module, mod_name, spec, seed, added):
             raise TargetError(f"{source}:{name}() raised {one_line(exc)}") from None
     if not isinstance(step, TrainingStep):
         raise TargetError(f"{source}:{name}() returned {type(step).__name__}, not a TrainingStep")
+    step._devlint_seeded = step is not factory  # NAME() ran under the seed; a module-level step did not
     model_class = type(step.model).__name__
     if step.name == model_class:
         step.name = f"{target} ({model_class})"
