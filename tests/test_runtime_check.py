@@ -71,6 +71,8 @@ def test_text_and_json_hold_the_same_content(reference_report):
     text = str(reference_report)
     data = json.loads(reference_report.to_json())
     assert data["ok"] is True and data["findings"] == []
+    # check_step received a model built by its caller: the header must not claim it was seeded
+    assert data["model_seeded"] is False and "seed 0 (the runs only;" in text.splitlines()[0]
     header = text.splitlines()[2]
     for col in ("device", "mode", "loss", "grad err", "skipped steps", "status"):
         assert col in header
