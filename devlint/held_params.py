@@ -3,7 +3,8 @@
 DEV111 reads a method of this file handed an item of a partly moved batch as computing with it.
 A parameter the method never computes with is no such input: an output container it fills
 (``out.set(key, value)``, ``out.empty()``, ``return out``), a configuration it hands on as an option
-(``generate(..., generation_config=cfg)``, ``kwargs["generation_config"] = cfg``), a value it
+(``generate(..., generation_config=cfg)``, ``kwargs["generation_config"] = cfg``: the keyword or
+key names a configuration; ``model(input_ids=ids)`` computes with ``ids``), a value it
 only tests (``if cfg is not None``, ``isinstance(out, dict)``). :func:`only_held` reads the body
 once with a libcst visitor.
 """
@@ -11,6 +12,8 @@ once with a libcst visitor.
 from __future__ import annotations
 
 import libcst as cst
+
+from .flow_tables import _CONFIG_NAME
 
 #: methods that store into, read from or copy a container, computing nothing with its tensors
 _HOLDING = frozenset("set get empty update keys items values copy setdefault pop append extend insert select".split())
@@ -40,7 +43,9 @@ class _Uses(cst.CSTVisitor):
             self.held += 1  # out.set(key, value)
         looking = func.__class__ is cst.Name and func.value in _LOOKING
         for arg in node.args:
-            if self._is(arg.value) and (looking or (arg.keyword is not None and not arg.star)):
+            # an option by name (generation_config=cfg), not a data keyword (input_ids=ids: computed with)
+            option = arg.keyword is not None and not arg.star and _CONFIG_NAME.search(arg.keyword.value)
+            if self._is(arg.value) and (looking or option):
                 self.held += 1  # isinstance(out, dict), generate(..., generation_config=cfg)
 
     def visit_Attribute(self, node: cst.Attribute) -> None:
@@ -59,14 +64,23 @@ class _Uses(cst.CSTVisitor):
             self.held += 1  # cfg is not None
 
     def visit_Assign(self, node: cst.Assign) -> None:
-        if self._is(node.value) and all(t.target.__class__ is cst.Subscript for t in node.targets):
-            self.held += 1  # kwargs["generation_config"] = cfg
+        if self._is(node.value) and node.targets and all(_option_key(t.target) for t in node.targets):
+            self.held += 1  # kwargs["generation_config"] = cfg (not inputs["input_ids"] = ids)
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
         return False  # a nested def has its own names
 
     def visit_Lambda(self, node: cst.Lambda) -> bool:
         return False
+
+
+def _option_key(target: cst.BaseAssignTargetExpression) -> bool:
+    """Is ``target`` a subscript by a string naming an option (``kwargs["generation_config"]``)?"""
+    if target.__class__ is not cst.Subscript or len(target.slice) != 1:
+        return False
+    key = target.slice[0].slice
+    index = key.value if key.__class__ is cst.Index else None
+    return index.__class__ is cst.SimpleString and bool(_CONFIG_NAME.search(index.evaluated_value))
 
 
 def only_held(function: cst.FunctionDef, name: str) -> bool:
