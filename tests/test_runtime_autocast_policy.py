@@ -98,3 +98,26 @@ def test_recurrent_layers_follow_cudnn_autocast_rounded_inputs_float32_math():
             p.copy_(q.half().float())
         want = ref(x.half().float())[0].half()
     assert torch.equal(out, want)
+
+
+def _nested():
+    h = torch.randn(8, 8).half()
+    y = torch.randint(0, 8, (8,))
+    with ap.policy("cuda"), torch.autocast("cpu", dtype=torch.float16):
+        out = {"cross_entropy": F.cross_entropy(h, y).dtype,  # its parts get the rules too
+               "cat": torch.cat([h, torch.randn(8, 8)]).dtype}  # CPU autocast's own rule skipped
+        with torch.autocast("cpu", enabled=False):
+            out["exp_off"] = h.exp().dtype
+        out["exp_on_again"] = h.exp().dtype
+    with torch.autocast("cpu", dtype=torch.float16):
+        out["exp_after"] = h.exp().dtype
+    return out
+
+
+def test_kernels_kept_for_the_process_cast_as_kernels_registered_per_check(monkeypatch):
+    kept = (_dtypes("cuda"), _nested())
+    assert ap._KEPT and ap._KEPT[0] is not None, "the kernels were not kept at AutocastPrivateUse1"
+    assert kept[1] == {"cross_entropy": torch.float32, "cat": torch.float32, "exp_off": torch.float16,
+                       "exp_on_again": torch.float32, "exp_after": torch.float16}
+    monkeypatch.setattr(ap, "_KEPT", [None])  # as where a backend claims PrivateUse1
+    assert (_dtypes("cuda"), _nested()) == kept

@@ -17,8 +17,16 @@ kernel (``torch.library.Library("aten", "IMPL")``) that casts its CPU floating-p
 arguments as CUDA autocast casts CUDA ones, and every op that has only an ``AutocastCPU``
 kernel gets a fallthrough (autocast leaves it alone, as on CUDA). The kernels run only inside
 ``torch.autocast("cpu", ...)`` (the key is off elsewhere) and Python runs only for the listed
-ops (on the zoo ~1 op in 5), not in front of every op; the library is removed on exit, which
-restores PyTorch's CPU autocast. Which rule each op follows is :data:`CUDA_RULES`, one entry
+ops (on the zoo ~1 op in 5), not in front of every op; PyTorch's CPU autocast is untouched
+outside :func:`policy`. Registering ~215 kernels costs ~3-4 ms (the dispatcher rebuilds each
+op's table), 1-2 plain steps of a small model, so where no out-of-tree backend uses
+``PrivateUse1`` they are registered once per process at the unused ``AutocastPrivateUse1``
+key, which :func:`policy` switches on exactly while CPU autocast is on (:func:`_mirrored`),
+and whose kernels then stand in front of ``AutocastCPU`` (they exclude it: a rule replaces
+CPU's kernel, an op CPU autocast alone casts is run as if it had none). Outside
+:func:`policy` that key is off and nothing calls them. Elsewhere the kernels are registered
+at ``AutocastCPU`` per :func:`policy` and the library removed on exit, which restores
+PyTorch's CPU autocast. Which rule each op follows is :data:`CUDA_RULES`, one entry
 per op, each citing its source; the ops are the dispatcher's own list
 (:func:`dispatcher_ops`), and ``tests/test_runtime_autocast_policy.py`` asserts the two are the
 same set for the pinned torch.
@@ -141,7 +149,8 @@ CUDNN_RNN: dict[str, tuple[str, str | None, str]] = {
 
 #: ``norm`` overloads without a dtype -> the overload CUDA autocast calls with float32.
 _APPEND = {"aten::norm.Scalar": "ScalarOpt_dtype", "aten::norm.ScalarOpt_dim": "ScalarOpt_dim_dtype"}
-_EXCLUDE = torch._C.DispatchKeySet(torch._C.DispatchKey.AutocastCPU)
+_PU1 = torch._C.DispatchKey.AutocastPrivateUse1
+_EXCLUDE = torch._C.DispatchKeySet(torch._C.DispatchKey.AutocastCPU) | torch._C.DispatchKeySet(_PU1)
 
 
 class BannedUnderAutocast(RuntimeError):
@@ -206,7 +215,7 @@ def _widest(obj, current):
 
 @functools.cache
 def _kernel(name: str, rule: str):
-    """The AutocastCPU kernel applying ``rule`` to the op ``name`` (see the module docstring);
+    """The autocast kernel applying ``rule`` to the op ``name`` (see the module docstring);
     made once per process."""
     op = _overload(name)
     if rule == "fp32_append":
@@ -294,18 +303,131 @@ def policy(name: str = "cuda"):
         return
     cuda, cpu = dispatcher_ops("AutocastCUDA"), dispatcher_ops("AutocastCPU")
     handled = {n for n in cuda if n in CUDA_RULES}
-    lib = torch.library.Library("aten", "IMPL")
+    kept = _kept(handled, cpu - cuda)
     token = _ACTIVE.set("cuda")
     try:
-        with warnings.catch_warnings():  # "overriding a previously registered kernel": meant
-            warnings.simplefilter("ignore")
-            for n in sorted(handled):
-                lib.impl(n[len("aten::"):], _kernel(n, CUDA_RULES[n][0]), "AutocastCPU")
-            for n in sorted(CUDNN_RNN):
-                lib.impl(n[len("aten::"):], _kernel(n, "rnn"), "AutocastCPU")
-            for n in sorted(cpu - cuda):
-                lib.impl(n[len("aten::"):], torch.library.fallthrough_kernel, "AutocastCPU")
-        yield handled
+        with _mirrored() if kept else _registered(handled, cpu - cuda, "AutocastCPU"):
+            yield handled
     finally:
         _ACTIVE.reset(token)
+
+
+def _register(lib, handled, skipped, key: str) -> None:
+    """CUDA's rule kernels for ``handled`` and the recurrent layers, and kernels that run
+    ``skipped`` as if CPU autocast had none (a fallthrough), registered in ``lib`` at ``key``
+    (``AutocastCPU``, or ``AutocastPrivateUse1`` through :func:`_in_front`)."""
+    with warnings.catch_warnings():  # "overriding a previously registered kernel": meant
+        warnings.simplefilter("ignore")
+        cpu = key == "AutocastCPU"
+        for n, rule in [*((n, CUDA_RULES[n][0]) for n in sorted(handled)), *((n, "rnn") for n in sorted(CUDNN_RNN)),
+                        *((n, None) for n in sorted(skipped))]:
+            if cpu:
+                lib.impl(n[len("aten::"):], _kernel(n, rule) if rule else torch.library.fallthrough_kernel, key)
+            else:
+                lib.impl(n[len("aten::"):], _in_front(n, rule), key, with_keyset=True)
+
+
+#: The dispatch keys after ``AutocastCPU`` and after ``AutocastPrivateUse1``.
+_BELOW_CPU = torch._C._dispatch_keyset_full_after(torch._C.DispatchKey.AutocastCPU)
+_BELOW_PU1 = torch._C._dispatch_keyset_full_after(_PU1)
+
+
+@functools.cache
+def _in_front(name: str, rule: str | None):
+    """The kernel at ``AutocastPrivateUse1`` for the op ``name``: where a tensor argument's
+    dispatch keys hold ``AutocastCPU`` (CPU autocast would see it: a CPU tensor; not the
+    stand-in's ``meta``-tagged ones, which CPU autocast leaves alone; the key set the
+    dispatcher hands the kernel leaves out the op's fallthrough keys), ``rule``'s kernel
+    (:func:`_kernel`), or, for an op that only CPU autocast casts (``rule`` None), dispatch
+    going on below ``AutocastCPU`` as a fallthrough there would, nothing excluded for the
+    ops it calls (``log_softmax`` and ``nll_loss`` in ``cross_entropy`` still get CUDA's
+    rules); elsewhere dispatch goes on as if this key were not there."""
+    op = _overload(name)
+    inner = _kernel(name, rule) if rule else None
+    cpu = torch._C.DispatchKey.AutocastCPU
+
+    def kernel(keyset, *args, **kwargs):
+        if not (_cpu_autocast_sees(args, cpu) or (kwargs and _cpu_autocast_sees(kwargs.values(), cpu))):
+            return op.redispatch(keyset & _BELOW_PU1, *args, **kwargs)
+        if inner is None:
+            return op.redispatch(keyset & _BELOW_CPU, *args, **kwargs)
+        return inner(*args, **kwargs)
+    return kernel
+
+
+def _cpu_autocast_sees(args, key) -> bool:
+    """Whether a tensor among ``args`` (or in a list or tuple there) has the dispatch key ``key``."""
+    for a in args:
+        if isinstance(a, torch.Tensor):
+            if torch._C._dispatch_keys(a).has(key):
+                return True
+        elif isinstance(a, (list, tuple)) and _cpu_autocast_sees(a, key):
+            return True
+    return False
+
+
+@contextlib.contextmanager
+def _registered(handled, skipped, key: str):
+    """The kernels of :func:`_register` at ``key`` while active (removed on exit)."""
+    lib = torch.library.Library("aten", "IMPL")
+    try:
+        _register(lib, handled, skipped, key)
+        yield
+    finally:
         lib._destroy()
+
+
+#: The library holding the kernels at ``AutocastPrivateUse1`` (made once per process by :func:`_kept`).
+_KEPT: list = []
+
+
+def _kept(handled, skipped) -> bool:
+    """Whether the kernels are registered at ``AutocastPrivateUse1`` (registering them, and a
+    fallthrough fallback for that key, the first time): only when no backend has claimed
+    ``PrivateUse1`` (its name is still ``privateuseone``) and no op has another kernel at that
+    key. A ``PrivateUse1`` backend imported later in the same process cannot register its
+    own autocast fallback (the dispatcher allows one per key): import it first."""
+    if _KEPT:
+        return _KEPT[0] is not None
+    free = torch._C._get_privateuse1_backend_name() == "privateuseone" and \
+        not dispatcher_ops("AutocastPrivateUse1")
+    lib = None
+    if free:
+        lib = torch.library.Library("aten", "IMPL")
+        _register(lib, handled, skipped, "AutocastPrivateUse1")
+        # ops without a kernel there fall through (a fallback is ~7 ms to add or remove: kept)
+        fallback = torch.library.Library("_", "IMPL")
+        fallback.fallback(torch.library.fallthrough_kernel, "AutocastPrivateUse1")
+        lib = (lib, fallback)
+    _KEPT.append(lib)
+    return free
+
+
+def _follow_cpu() -> None:
+    """Switch ``AutocastPrivateUse1`` on in this thread exactly when CPU autocast is on."""
+    on = not torch._C._dispatch_tls_is_dispatch_key_excluded(torch._C.DispatchKey.AutocastCPU)
+    torch._C._dispatch_tls_set_dispatch_key_included(_PU1, on)
+    torch._C._dispatch_tls_set_dispatch_key_excluded(_PU1, not on)
+
+
+@contextlib.contextmanager
+def _mirrored():
+    """While active, the ``AutocastPrivateUse1`` key follows CPU autocast: on whenever
+    ``torch.set_autocast_enabled`` (what ``torch.autocast`` enters and exits with) leaves
+    CPU autocast on. On exit the key's state and ``torch.set_autocast_enabled`` are restored."""
+    real = torch.set_autocast_enabled
+    was = (torch._C._dispatch_tls_is_dispatch_key_included(_PU1),
+           torch._C._dispatch_tls_is_dispatch_key_excluded(_PU1))
+
+    def set_enabled(*args, **kwargs):
+        real(*args, **kwargs)
+        _follow_cpu()
+
+    try:
+        torch.set_autocast_enabled = set_enabled
+        _follow_cpu()
+        yield
+    finally:
+        torch.set_autocast_enabled = real
+        torch._C._dispatch_tls_set_dispatch_key_included(_PU1, was[0])
+        torch._C._dispatch_tls_set_dispatch_key_excluded(_PU1, was[1])
