@@ -121,3 +121,21 @@ def test_kernels_kept_for_the_process_cast_as_kernels_registered_per_check(monke
                        "exp_on_again": torch.float32, "exp_after": torch.float16}
     monkeypatch.setattr(ap, "_KEPT", [None])  # as where a backend claims PrivateUse1
     assert (_dtypes("cuda"), _nested()) == kept
+
+
+def test_a_fallback_already_at_the_key_keeps_the_per_check_registration():
+    import subprocess
+    import sys
+
+    code = (
+        "import torch\n"
+        "from devlint.runtime import autocast_policy as ap\n"
+        "lib = torch.library.Library('_', 'IMPL')\n"
+        "lib.fallback(torch.library.fallthrough_kernel, 'AutocastPrivateUse1')\n"
+        "h = torch.randn(4, 4).half()\n"
+        "with ap.policy('cuda'), torch.autocast('cpu', dtype=torch.float16):\n"
+        "    print(h.exp().dtype, torch.mv(torch.randn(4, 4), torch.randn(4)).dtype, ap._KEPT)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["torch.float32", "torch.float16", "[None]"]

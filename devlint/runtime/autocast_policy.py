@@ -394,11 +394,16 @@ def _kept(handled, skipped) -> bool:
     lib = None
     if free:
         lib = torch.library.Library("aten", "IMPL")
-        _register(lib, handled, skipped, "AutocastPrivateUse1")
-        # ops without a kernel there fall through (a fallback is ~7 ms to add or remove: kept)
         fallback = torch.library.Library("_", "IMPL")
-        fallback.fallback(torch.library.fallthrough_kernel, "AutocastPrivateUse1")
-        lib = (lib, fallback)
+        try:
+            _register(lib, handled, skipped, "AutocastPrivateUse1")
+            # ops without a kernel there fall through (a fallback is ~7 ms to add or remove: kept)
+            fallback.fallback(torch.library.fallthrough_kernel, "AutocastPrivateUse1")
+            lib = (lib, fallback)
+        except RuntimeError:  # a fallback already there (a torch build that adds one): per check
+            lib._destroy()
+            fallback._destroy()
+            lib, free = None, False
     _KEPT.append(lib)
     return free
 
