@@ -8,6 +8,7 @@ import libcst as cst
 
 from ..dataflow import DTYPES, MIXB, DeviceFlow
 from ..precheck import CpuFlow, arguments, calls_in, unit_may_move
+from ..precheck_dev_scope import DevScopes
 from ..rule import Rule
 
 
@@ -16,6 +17,7 @@ def _candidate_call(facts) -> ast.Call | None:
     dev = [unit_may_move(unit, facts, DTYPES) for unit in facts.units]
     if not any(dev):
         return None
+    scopes = DevScopes.of(facts, DTYPES)
     for unit in facts.units:
         root = unit.node if unit.node is not None else facts.tree
         flow = None
@@ -26,7 +28,11 @@ def _candidate_call(facts) -> ast.Call | None:
             if func.__class__ is not ast.Attribute and func.__class__ is not ast.Name:
                 continue
             # any other callee may be a helper given a model's output and an item left behind
-            # (DeviceFlow.check_call's ``helper``), so the callee narrows nothing more
+            # (DeviceFlow.check_call's ``helper``), so the callee narrows nothing more; but
+            # every finding needs a device value (or a partly moved batch) in the call's frame,
+            # or a callee that is a parameter judged by the call sites (DevScopes)
+            if not scopes.may_report(call, context):
+                continue
             flow = flow or CpuFlow(facts, root)
             if any(not flow.quiet(a, context) for a in arguments(call)):
                 return call

@@ -1,0 +1,140 @@
+"""DEV111's pre-check by scope (devlint.precheck_dev_scope): a call is looked at only where its
+function may see a device value. Each way such a value reaches a function that moves nothing
+itself keeps its finding; a model file whose only device values are ``device=`` factories in a
+``forward`` is no candidate."""
+
+from __future__ import annotations
+
+import ast
+
+import pytest
+
+from devlint import precheck
+from devlint.dataflow import DTYPES
+from devlint.engine import enabled_rules, lint, triggered
+from devlint.precheck_dev_scope import DevScopes
+from devlint.precheck_predicates import Facts
+
+#: ``.to(`` in a comment passes DEV111's text trigger where the code has none
+_TRIGGER = "# the caller moves the model with .to(device)\n"
+
+#: one finding each, reached in a function that moves nothing itself
+REACHED = {
+    "factory": (
+        "import torch\nimport torch.nn.functional as F\n\n"
+        "def score():\n"
+        "    pred = torch.zeros(3, device='cuda')\n"
+        "    target = torch.tensor([0.0, 1.0, 1.0])\n"
+        "    return F.mse_loss(pred, target)\n" + _TRIGGER
+    ),
+    "attribute": (
+        "import torch\nimport torch.nn.functional as F\n\n"
+        "class Scorer:\n"
+        "    def __init__(self):\n"
+        "        self.anchor = torch.zeros(3, device='cuda')\n\n"
+        "    def score(self):\n"
+        "        target = torch.tensor([0.0, 1.0, 1.0])\n"
+        "        return F.mse_loss(self.anchor, target)\n" + _TRIGGER
+    ),
+    "loss module": (
+        "import torch\nimport torch.nn as nn\n\n"
+        "class Scorer:\n"
+        "    def __init__(self):\n"
+        "        self.judge = nn.MSELoss()\n\n"
+        "    def score(self):\n"
+        "        pred = torch.zeros(3, device='cuda')\n"
+        "        return self.judge(pred, torch.tensor([0.0, 1.0, 1.0]))\n" + _TRIGGER
+    ),
+    "closure": (
+        "import torch\nimport torch.nn as nn\n\n"
+        "model = nn.Linear(4, 2).to('cuda')\n\n"
+        "def predict():\n"
+        "    return model(torch.randn(3, 4))\n"
+    ),
+    "moved attribute": (
+        "import torch\nimport torch.nn as nn\n\n"
+        "class Runner:\n"
+        "    def __init__(self):\n"
+        "        self.net = nn.Linear(4, 2).to('cuda')\n\n"
+        "    def run(self):\n"
+        "        return self.net(torch.randn(3, 4))\n"
+    ),
+    "parameter": (
+        "import torch\n\n"
+        "def apply(net, n):\n"
+        "    return net(torch.randn(n, 4))\n\n"
+        "def main():\n"
+        "    net = torch.nn.Linear(4, 2).cuda()\n"
+        "    apply(net, 3)\n"
+    ),
+}
+
+#: timm's shape: device= factories in a forward beside submodule calls, a .to(dtype) elsewhere
+MODEL_FILE = (
+    "import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n\n"
+    "class Attention(nn.Module):\n"
+    "    def __init__(self, dim):\n"
+    "        super().__init__()\n"
+    "        self.proj = nn.Linear(dim, dim)\n"
+    "        self.proj_drop = nn.Dropout(0.1)\n\n"
+    "    def forward(self, x):\n"
+    "        n = x.shape[1]\n"
+    "        pos = torch.arange(n, device=x.device)\n"
+    "        grid = torch.stack(torch.meshgrid(torch.arange(4), torch.arange(4)))\n"
+    "        x = self.proj(F.pad(x, (0, 1)) + pos[None, :, None] + grid.sum())\n"
+    "        return self.proj_drop(x.to(torch.float32))\n\n"
+    "def resize(w):\n"
+    "    return F.interpolate(torch.tensor([[1.0]]), size=(2, 2)) * w.to(w.dtype)\n"
+)
+
+
+def _kept(text: str) -> set[str]:
+    kept, _ = precheck.candidates(text, triggered(text, enabled_rules()))
+    return {r.code for r in kept}
+
+
+@pytest.mark.parametrize("name", sorted(REACHED))
+def test_findings_reached_without_a_move_in_their_function_are_kept(name):
+    text = REACHED[name]
+    without = lint(text, f"{name}.py", precheck=False)
+    assert "DEV111" in [f.code for f in without], name  # the dataflow finds it
+    assert lint(text, f"{name}.py") == without
+    assert "DEV111" in _kept(text)
+
+
+def test_device_factories_in_a_forward_make_no_dev111_candidate():
+    assert "DEV111" not in _kept(MODEL_FILE)
+    assert [f for f in lint(MODEL_FILE, "m.py", precheck=False) if f.code == "DEV111"] == []
+
+
+@pytest.mark.parametrize("extra, code", [
+    # a moved batch in the same function: every call there is looked at again
+    ("\ndef step(model, loader, device):\n    for x, y in loader:\n        model(x.to(device), y)\n", "DEV111"),
+    # a loss given a device factory's tensor
+    ("\ndef lossy():\n    p = torch.ones(2, device='cuda')\n    return F.l1_loss(p, torch.tensor([1.0, 2.0]))\n",
+     "DEV111"),
+])
+def test_the_model_file_becomes_a_candidate_where_a_finding_may_arise(extra, code):
+    assert code in _kept(MODEL_FILE + extra)
+
+
+def test_scopes_follow_closures_attributes_and_helpers():
+    text = (
+        "import torch\n\n"
+        "def make():\n    return torch.zeros(2, device='cuda')\n\n"
+        "def use():\n    return make()\n\n"
+        "def plain():\n    return torch.ones(2)\n\n"
+        "class K:\n"
+        "    def fill(self):\n        self.w = torch.ones(2, device='cuda')\n"
+        "    def read(self):\n        return self.w\n"
+        "    def other(self):\n        return self.v\n"
+        "    def outer(self):\n"
+        "        def inner():\n            return self.w\n"
+        "        return inner\n"
+    )
+    tree = ast.parse(text)
+    scopes = DevScopes(Facts(tree, text), DTYPES)
+    defs = {n.name: n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)}
+    sees = {name: scopes.frames[id(node)].sees for name, node in defs.items()}
+    assert sees == {"make": True, "use": True, "plain": False, "fill": True, "read": True, "other": False,
+                    "outer": False, "inner": True}
