@@ -25,6 +25,7 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING
 
+from .batches import BATCH_CALL
 from .flow_tables import _LOSS_CALLEE, _MODEL_METHODS
 from .precheck_predicates import dotted, may_move
 
@@ -41,14 +42,17 @@ class _Frame:
     functions: does it move or build on a device, the plain names it calls, the attribute
     names it reads and stores."""
 
-    __slots__ = ("node", "parent", "cls", "own", "sub", "moves", "called", "reads", "stores", "names", "children",
-                 "sees")
+    __slots__ = ("node", "parent", "cls", "own", "sub", "moves", "roots", "params", "called", "reads", "stores",
+                 "names", "children", "sees")
 
     def __init__(self, node: ast.AST | None, parent: "_Frame | None", cls: ast.ClassDef | None) -> None:
         self.node, self.parent, self.cls = node, parent, cls
         self.own = self.sub = self.moves = self.sees = False
         self.called: set[str] = set()
         self.names: set[str] = set()
+        #: the root names of this function's device moves (``x`` of ``x[0].float().to(d)``)
+        self.roots: set[str] = set()
+        self.params: set[str] = set() if node is None else _parameters(node, cls)
         self.reads: set[str] = set()
         self.stores: set[str] = set()
         self.children: list[_Frame] = []
@@ -107,7 +111,12 @@ class DevScopes:
                 if func.__class__ is Name:
                     frame.called.add(func.id)
                 if func.__class__ is Attribute and func.attr in ("to", "cuda") and may_move(node, facts, dtypes):
-                    frame.own = frame.moves = True
+                    frame.own = True
+                    root = _root(func.value)
+                    if root is None:
+                        frame.moves = True  # next(iter(loader)).to(d), loader.next_batch().cuda(): a batch
+                    else:
+                        frame.roots.add(root)
                 elif not frame.own and any(kw.arg == "device" for kw in node.keywords):
                     frame.own = True
             elif t is Attribute:
@@ -142,6 +151,7 @@ class DevScopes:
             stack.extend(frame.children)
         for frame in reversed(order):  # children before parents
             frame.sub = frame.own or any(c.sub for c in frame.children)
+            frame.moves = frame.moves or not frame.roots.isdisjoint(frame.params | frame.names)
         functions = order[1:]
         by_class = self.by_class
         for frame in functions:
@@ -173,10 +183,12 @@ class DevScopes:
     def may_report(self, call: ast.Call, context: ast.AST) -> bool:
         """May DEV111 report ``call``, whose innermost ``def`` is ``context`` (anything else
         stands for the module body)? Where its frame may see no device value: only a call of a
-        module-level function's own parameter. Where the frame moves nothing itself (it only
-        reads device values: ``device=`` factories, ``self.<x>``, a closure, a helper's
+        module-level function's own parameter. Where the frame moves no value that may be an
+        item of a batch (it moves only ``self``'s attributes, a global or a fresh tensor, or
+        only reads device values: ``device=`` factories, ``self.<x>``, a closure, a helper's
         result), no batch is partly moved there (``DeviceFlow`` reads the moves of a frame's
-        own body, nested functions left out), so only a loss (:meth:`loss_callee`), a callee
+        own body, nested functions left out; an item is a parameter, a name bound in the
+        frame, or what a call of a plain name or a batch method gives), so only a loss (:meth:`loss_callee`), a callee
         that may hold a device value (:meth:`_device_callee`) or such a parameter can be
         reported (``ModelCallCheck.check_call``'s other cases need a moved group)."""
         frame = self.frames.get(id(context), self.module)
@@ -251,6 +263,36 @@ class DevScopes:
                 if nested.sees and not nested.stores.isdisjoint(attrs):
                     return True
         return False
+
+
+def _parameters(function: ast.AST, cls: ast.ClassDef | None) -> set[str]:
+    """The parameters of a ``def`` but a method's ``self`` (``DeviceFlow`` gives ``self`` no
+    batch, and what it holds never belongs to one)."""
+    args = function.args
+    names = [a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs)]
+    names += [a.arg for a in (args.vararg, args.kwarg) if a is not None]
+    static = any(dotted(d) == "staticmethod" for d in function.decorator_list)
+    positional = [*args.posonlyargs, *args.args]
+    if cls is not None and positional and not static:
+        names.remove(positional[0].arg)
+    return set(names)
+
+
+def _root(expr: ast.AST) -> str | None:
+    """The name a moved value comes from (``x`` of ``x[0].float()``); ``None`` where the
+    value may be a batch by itself: a call of a plain name (``next(iter(loader))``), a method
+    named for handing out batches (``loader.next_batch()``, :data:`devlint.batches.BATCH_CALL`)
+    or any other expression."""
+    while True:
+        t = expr.__class__
+        if t is ast.Name:
+            return expr.id
+        if t is ast.Attribute or t is ast.Subscript:
+            expr = expr.value
+        elif t is ast.Call and expr.func.__class__ is ast.Attribute and not BATCH_CALL.match(expr.func.attr):
+            expr = expr.func.value
+        else:
+            return None
 
 
 def _nested(frame: _Frame):

@@ -59,6 +59,22 @@ REACHED = {
         "    def run(self):\n"
         "        return self.net(torch.randn(3, 4))\n"
     ),
+    "moved item of a batch": (
+        "import torch\n\n"
+        "class Scorer:\n"
+        "    def score_sequences(self, batch, device):\n"
+        "        ids, targets = batch\n"
+        "        ids = ids.to(device)\n"
+        "        logits = self.model(ids)\n"
+        "        return token_log_probs(logits, targets)\n"
+    ),
+    "moved parameter": (
+        "import torch\n\n"
+        "class Trainer:\n"
+        "    def step(self, x, y):\n"
+        "        out = self.net(x.cuda())\n"
+        "        return score(out, y)\n"
+    ),
     "parameter": (
         "import torch\n\n"
         "def apply(net, n):\n"
@@ -116,6 +132,24 @@ def test_device_factories_in_a_forward_make_no_dev111_candidate():
 ])
 def test_the_model_file_becomes_a_candidate_where_a_finding_may_arise(extra, code):
     assert code in _kept(MODEL_FILE + extra)
+
+
+def test_a_function_moving_only_what_belongs_to_no_batch_is_no_candidate():
+    """Moving ``self``'s attributes, a global or a fresh tensor partly moves no batch: the
+    helper calls beside them (``torch.cat``, ``F.pad``) cannot be reported; a moved name of the
+    function, a parameter or a call's batch makes them candidates again."""
+    head = "import torch\nimport torch.nn.functional as F\nmodel = None\n\nclass Ema:\n"
+    body = (
+        "    def update(self, device, items):\n"
+        "        self.shadow.to(device)\n"
+        "        model.cuda()\n"
+        "        w = torch.tensor([1.0]).to(device)\n"
+        "        return torch.cat([items, F.pad(torch.ones(2), (1, 1))]) * w\n"
+    )
+    assert "DEV111" not in _kept(head + body)
+    for moved in ("items.to(device)", "next(iter(self.loader)).to(device)", "self.src.next_batch().cuda()"):
+        assert "DEV111" in _kept(head + body + f"    def other(self, device, items):\n        {moved}\n"
+                                 "        return F.pad(torch.ones(2), (1, 1))\n"), moved
 
 
 def test_scopes_follow_closures_attributes_and_helpers():
