@@ -79,6 +79,11 @@ class Tagged(torch.Tensor):
             return self.elem.detach().item().__format__(spec)
         return object.__format__(self, spec)
 
+    def tolist(self):
+        # torch refuses ``tolist`` of any tensor subclass; on a GPU it copies the data to the
+        # host (a training step turning rewards into Python floats for a loop): the data's list
+        return self.elem.tolist()
+
     def new_tensor(self, data, dtype=None, device=None, requires_grad=False):
         dev = self.device if device is None else torch.device(device)
         t = torch.tensor(data, dtype=dtype or self.dtype, device="cpu")
