@@ -165,6 +165,29 @@ CONVOLUTIONS = frozenset(n for n, (rule, *_) in CUDA_RULES.items()
                          if rule == "lower" and ("conv" in n and "linalg" not in n))
 
 
+#: The last output a rule computed in float32 and is about to round to the low dtype
+#: (:func:`widened`): ``(op name, weak references to its tensors)``.
+_WIDENED: contextvars.ContextVar[tuple] = contextvars.ContextVar("devlint_widened", default=("", ()))
+
+
+def widened(t) -> str | None:
+    """The op (``"aten::conv1d"``) whose float32 result ``t`` is, when ``t`` is what a rule
+    computed in float32 in place of a low-precision kernel (a convolution under
+    :func:`float32_convolutions`, an RNN cell) and now rounds to the low dtype: on a GPU that
+    op itself outputs the low dtype, so an overflow at the rounding is that op's. None for
+    any other tensor."""
+    name, refs = _WIDENED.get()
+    return name.replace("::", ".") if any(r() is t for r in refs) else None
+
+
+def _widened(name: str, out):
+    import weakref
+
+    tensors = out if isinstance(out, tuple) else (out,)
+    _WIDENED.set((name, tuple(weakref.ref(t) for t in tensors if isinstance(t, torch.Tensor))))
+    return out
+
+
 def current() -> str:
     """The rules CPU autocast follows now: ``"cuda"`` inside :func:`policy` ``("cuda")``, else
     ``"cpu"``."""
@@ -228,11 +251,13 @@ def _kernel(name: str, rule: str):
         low = torch.get_autocast_dtype("cpu")
         with torch._C._ExcludeDispatchKeyGuard(_EXCLUDE):
             if rule == "rnn":  # rounded to the low dtype, computed in float32, rounded once
-                wide = op(*_cast(_cast(args, low), torch.float32), **_cast(_cast(kwargs, low), torch.float32))
+                wide = _widened(name, op(*_cast(_cast(args, low), torch.float32),
+                                         **_cast(_cast(kwargs, low), torch.float32)))
                 return tuple(t.to(low) if _eligible(t) else t for t in wide)
             if rule == "lower":
                 if conv and _WIDE_CONV.get():
-                    wide = op(*_cast(_cast(args, low), torch.float32), **_cast(_cast(kwargs, low), torch.float32))
+                    wide = _widened(name, op(*_cast(_cast(args, low), torch.float32),
+                                             **_cast(_cast(kwargs, low), torch.float32)))
                     return wide.to(low) if wide.dtype == torch.float32 else wide
                 return op(*_cast(args, low), **_cast(kwargs, low))
             if rule == "fp32":

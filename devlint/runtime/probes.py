@@ -103,6 +103,7 @@ class _NonFiniteProbe(TorchDispatchMode):
         self.model = model
         self.first: NonFinite | None = None
         self.in_backward = False
+        self.prev: tuple | None = None  # the last op's (args, kwargs, output)
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         ranges = None
@@ -117,7 +118,27 @@ class _NonFiniteProbe(TorchDispatchMode):
                 self._check(func, args, kwargs or {}, out, ranges)
             except Exception:  # the probe must never break the user's step
                 pass
+            self.prev = (args, kwargs or {}, out)
         return out
+
+    def _widened(self, func, args, kwargs):
+        """``(op, its inputs' ranges)`` when ``func`` rounds to the low dtype what a rule
+        computed in float32 for that op (:func:`autocast_policy.widened`): on a GPU the op
+        outputs the low dtype itself, so the overflow is the op's. The inputs are the op's
+        (rounded to the low dtype before the float32 computation: said in that dtype); None
+        otherwise."""
+        if func is not _aten._to_copy.default or not args:
+            return None
+        op = autocast_policy.widened(args[0])
+        if op is None:
+            return None
+        low = str(kwargs.get("dtype", args[0].dtype)).replace("torch.", "")
+        ranges = None
+        if self.prev is not None and any(o is args[0] for o in _tensors(self.prev[2])):
+            ranges = _ranges(*self.prev[:2])
+            if ranges is not None:
+                ranges = [(low if d == "float32" else d, s, lo, hi) for d, s, lo, hi in ranges]
+        return op, ranges
 
     def _check(self, func, args, kwargs, out, ranges=None) -> None:
         bad = [o for o in _tensors(out)
@@ -132,7 +153,11 @@ class _NonFiniteProbe(TorchDispatchMode):
             return  # inf/NaN handed on from an earlier op: not where it starts
         module = (self.labels.current() if self.in_backward else None) or \
             module_label(self.model, self.tracker.parents)
-        self.first = NonFinite(str(func), module, str(bad[0].dtype).replace("torch.", ""),
+        name = str(func)
+        wide = self._widened(func, args, kwargs)
+        if wide is not None:  # the rounding of an op computed in float32 here: the op's output
+            name, ranges = wide[0], wide[1] or ranges
+        self.first = NonFinite(name, module, str(bad[0].dtype).replace("torch.", ""),
                                self.in_backward, ranges, True, func._schema.is_mutable,
                                running_function(sys._getframe()))
 
