@@ -35,6 +35,14 @@ from . import autocast_policy, autocast_requests, emulate
 __all__ = ["OwnAutocast", "cuda_on_cpu"]
 
 
+class _Made(list):
+    """The scalers :func:`cuda_on_cpu` made the CPU's; ``new``: those constructed in its block."""
+
+    def __init__(self):
+        super().__init__()
+        self.new: list = []
+
+
 @contextlib.contextmanager
 def cuda_on_cpu(scale: float = 1.0, dtypes: set | None = None):
     """While the block runs, ``torch.autocast`` regions and ``torch.amp.GradScaler`` objects made
@@ -54,12 +62,13 @@ def cuda_on_cpu(scale: float = 1.0, dtypes: set | None = None):
     forward is decorated ``@torch.amp.custom_fwd(device_type="cuda", ...)`` sees the CPU's
     autocast as CUDA's while it runs (``torch.is_autocast_enabled("cuda")``,
     ``torch.get_autocast_dtype("cuda")``, its ``cast_inputs``). Yields the list of the
-    enabled scalers made (CPU ``torch.amp.GradScaler``), in order; ``dtypes``, if given,
+    enabled scalers made (CPU ``torch.amp.GradScaler``), in order, whose ``new`` lists those
+    constructed in the block (not made before it and converted); ``dtypes``, if given,
     collects the dtype (``"float16"``) of every enabled region made for ``"cuda"``."""
     region, scaler, amp = torch.amp.autocast_mode.autocast, torch.amp.GradScaler, torch.amp.autocast_mode
     real_region, real_scaler = region.__init__, scaler.__init__
     real_enabled, real_dtype, real_cast = torch.is_autocast_enabled, torch.get_autocast_dtype, amp._cast
-    made: list = []
+    made = _Made()
 
     # @torch.amp.custom_fwd(device_type="cuda", cast_inputs=torch.float32) asks these about
     # "cuda" when the Function runs, and casts the "cuda" tensors: here, the CPU's
@@ -86,6 +95,7 @@ def cuda_on_cpu(scale: float = 1.0, dtypes: set | None = None):
         real_scaler(self, device, init_scale, *args, **kwargs)
         if device == "cpu" and self.is_enabled():
             made.append(self)
+            made.new.append(self)
 
     real_enter, real_exit = region.__enter__, region.__exit__
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from . import autocast_policy, emulate, probes, settle, standin, torch_modules
+from . import autocast_policy, emulate, probes, scaler_lifetime, settle, standin, torch_modules
 from .buffers import measure_state, went_nonfinite
 from .compare import DTYPES, Delta, Errors, Rounding, measure, round_range, round_trip
 from .grad_edits import GradEdits
@@ -82,6 +82,7 @@ class Raw:
     policy: str | None = None  # low-precision runs: whose autocast rules ("cuda", "cpu", "mps")
     regions: set = field(default_factory=set)  # dtypes of the step's own "cuda" regions (CPU runs)
     grad_edits: list = field(default_factory=list)  # gradients a step_fn changed before unscale_
+    fresh_scaler: bool = False  # float16: the step made the GradScaler it used during the call
     mixes: list = field(default_factory=list)
     unmoved: dict = field(default_factory=dict)
     state: dict = field(default_factory=dict)  # references: buffers the step changed (CPU)
@@ -295,6 +296,9 @@ def _run_once(step: TrainingStep, device: str, mode: str, seed: int, *, keep: bo
                     scheduler.step()
         hook.remove()
         raw.rng_used = not torch.equal(rng_before, torch.get_rng_state())
+        made = [s for s in getattr(own, "new", ()) if s is not scaler]  # the step's, not devlint's
+        if mode == "float16" and step.step_fn is not None and made:
+            raw.fresh_scaler = scaler_lifetime.step_local(made, (own, own.new))
         # the step's own scalers are judged in the float16 run (the one that settles the scale)
         scalers = [scaler, *own] if mode == "float16" else [scaler]
         if step.step_fn is not None and any(_update_missing(s) for s in scalers):

@@ -28,6 +28,7 @@ from .explain import (cause_first, deprecations, master_weights, mismatch_findin
                       placement_findings, region_note, state_findings, underflow_finding)
 from .replay import INIT_SCALE, MAX_HALVINGS, Raw, every_scale_skipped, run_once
 from .report import Finding, Report, Run
+from .scaler_lifetime import fresh_scaler_finding
 from .step import TrainingStep, eager, fixed_reseed, host_rng_kept
 from .workcopy import WorkingCopy
 
@@ -359,6 +360,11 @@ def _row(step, raw: Raw, ref: Raw, tol: Tolerances, seed: int, cross: bool, repo
         uf = underflow_finding(step, raw, ref, tol)
         if uf:
             report.findings.append(uf)
+        fresh = fresh_scaler_finding(raw)
+        if fresh:
+            report.findings.append(fresh)
+            if fresh.severity == "error":
+                run.status, raw.ok = "error", False
     return run
 
 
