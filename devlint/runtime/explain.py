@@ -190,6 +190,19 @@ def mismatch_finding(step, raw, verdict: Verdict, seed: int, tol: Tolerances) ->
             "call scaler.unscale_(optimizer) after backward and before clipping or editing .grad",
             module="step_fn (the training step)", name=edited[0], op="GradScaler.unscale_",
             device=raw.device, mode=raw.mode, related="DEV205", details={**details, "edited": edited})
+    unscaled = getattr(raw, "grad_unscaled", None)
+    if unscaled:  # a backward of a loss the scaler never scaled, then divided by the scale
+        shown = ", ".join(unscaled[:MAX_LISTED]) + (
+            f" and {len(unscaled) - MAX_LISTED} more" if len(unscaled) > MAX_LISTED else "")
+        return Finding(
+            "mismatch",
+            f"{raw.mode} gradients on {raw.device} differ from float32 (whole-model error "
+            f"{verdict.grad_err:.1e}) because the step calls backward() on a loss that scaler.scale "
+            f"never multiplied, and scaler.unscale_ then divides those gradients by the loss scale "
+            f"too ({shown}): a gradient accumulation that scales only some of its losses",
+            "scale every loss that is backpropagated before scaler.step: scaler.scale(loss).backward()",
+            module="step_fn (the training step)", name=unscaled[0], op="GradScaler.scale",
+            device=raw.device, mode=raw.mode, related="DEV203", details={**details, "unscaled": unscaled})
     if fit is not None and abs(fit[0] - 1) > 0.5 and fit[1] < 0.1:
         # one factor for the whole model: the step rescaled the gradients, no module is unstable
         c, r = fit

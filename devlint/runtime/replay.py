@@ -82,6 +82,7 @@ class Raw:
     policy: str | None = None  # low-precision runs: whose autocast rules ("cuda", "cpu", "mps")
     regions: set = field(default_factory=set)  # dtypes of the step's own "cuda" regions (CPU runs)
     grad_edits: list = field(default_factory=list)  # gradients a step_fn changed before unscale_
+    grad_unscaled: list = field(default_factory=list)  # gradients unscale_ divided that were never scaled
     fresh_scaler: bool = False  # float16: the step made the GradScaler it used during the call
     mixes: list = field(default_factory=list)
     unmoved: dict = field(default_factory=dict)
@@ -209,6 +210,7 @@ def _run_once(step: TrainingStep, device: str, mode: str, seed: int, *, keep: bo
         if step.step_fn is not None and scaler.is_enabled():
             edits = GradEdits(model, scaler)
             raw.grad_edits = edits.touched
+            raw.grad_unscaled = edits.unscaled
         captured: dict = {}
 
         def capture(opt, args, kwargs):
