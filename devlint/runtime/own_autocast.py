@@ -27,12 +27,17 @@ from __future__ import annotations
 
 import contextlib
 import sys
+import weakref
 
 import torch
 
 from . import autocast_policy, autocast_requests, emulate
 
 __all__ = ["OwnAutocast", "cuda_on_cpu"]
+
+
+#: The scalers made inside a :func:`cuda_on_cpu` block, while they live.
+_MADE_IN_RUNS: weakref.WeakSet = weakref.WeakSet()
 
 
 class _Made(list):
@@ -58,7 +63,9 @@ def cuda_on_cpu(scale: float = 1.0, dtypes: set | None = None):
     never a false alarm). A ``GradScaler("cuda")`` made before the block, which torch disabled,
     is the CPU scaler it was asked to be from its first ``scale`` in the block (its settings as
     :func:`devlint.runtime.autocast_requests.asked_scaler` kept them, ``init_scale`` times
-    ``scale``), and is restored on exit. A Function whose
+    ``scale``), and is restored on exit; so is one the step made in an earlier block and
+    kept (on its first call, in a global or on the model): each run is the training's first
+    step, where it is new. A Function whose
     forward is decorated ``@torch.amp.custom_fwd(device_type="cuda", ...)`` sees the CPU's
     autocast as CUDA's while it runs (``torch.is_autocast_enabled("cuda")``,
     ``torch.get_autocast_dtype("cuda")``, its ``cast_inputs``). Yields the list of the
@@ -96,6 +103,7 @@ def cuda_on_cpu(scale: float = 1.0, dtypes: set | None = None):
         if device == "cpu" and self.is_enabled():
             made.append(self)
             made.new.append(self)
+            _MADE_IN_RUNS.add(self)
 
     real_enter, real_exit = region.__enter__, region.__exit__
 
@@ -128,9 +136,15 @@ def cuda_on_cpu(scale: float = 1.0, dtypes: set | None = None):
         # a GradScaler("cuda") made before the block (at import, by a training script):
         # torch disabled it; for this block it is the CPU scaler it was asked to be
         asked = autocast_requests.asked_scaler(self)
-        if getattr(self, "_device", None) == "cuda" and not self._enabled and asked and asked["enabled"]:
+        disabled = getattr(self, "_device", None) == "cuda" and not self._enabled
+        # one the step made in an earlier run and kept (made on its first call, held by a
+        # global, a trainer, the model): each run is that first step again, so it starts as made
+        kept = self in _MADE_IN_RUNS and all(s is not self for s in made.new) \
+            and all(o is not self for o, _ in converted)
+        if (disabled or kept) and asked and asked["enabled"]:
             saved = dict(self.__dict__)
-            real_scaler(self, "cpu", asked["init_scale"] * scale, asked["growth_factor"],
+            init = asked["init_scale"] * (scale if asked["device"] == "cuda" else 1.0)
+            real_scaler(self, "cpu", init, asked["growth_factor"],
                         asked["backoff_factor"], asked["growth_interval"], True)
             converted.append((self, saved))
             made.append(self)
