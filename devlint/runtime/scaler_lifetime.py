@@ -16,7 +16,7 @@ import gc
 
 from .report import Finding
 
-__all__ = ["step_local", "fresh_scaler_finding"]
+__all__ = ["fresh_scaler_finding", "step_local"]
 
 
 def step_local(made: list, holders: tuple = ()) -> bool:
