@@ -176,3 +176,44 @@ def test_the_rounding_of_a_widened_convolution_is_named_after_it():
         assert out.dtype == torch.float16 and not torch.isfinite(out).any()
         assert wide == "aten::conv1d" and len(refs) == 1
     assert autocast_policy.widened(out) is None  # the rounded output is not the float32 one
+
+
+# --- the scaler's protocol in an accumulation ------------------------------------------------
+
+
+def _accumulate(kind):
+    def step_fn(model, batch, optimizer, scaler, micro=2):
+        x, y = batch
+        optimizer.zero_grad()
+        for xs, ys in zip(x.chunk(micro), y.chunk(micro)):
+            loss = F.cross_entropy(model(xs), ys) / micro
+            if kind == "never scaled":
+                loss.backward()
+            else:
+                scaler.scale(loss).backward()
+            if kind == "unscale_ each":
+                scaler.unscale_(optimizer)
+            if kind == "update each":
+                scaler.update()
+        scaler.step(optimizer)
+        scaler.update()
+        return loss
+    return step_fn
+
+
+@pytest.mark.parametrize("kind, op, words", [
+    ("never scaled", "GradScaler.scale", "never scaler.scale(loss)"),
+    ("unscale_ each", "GradScaler.unscale_", "scaler.unscale_(optimizer) again"),
+    ("update each", "GradScaler.step", "scaler.update() before any scaler.step"),
+])
+def test_an_accumulation_that_misuses_the_scaler_is_named(kind, op, words):
+    r = _report(lambda: TrainingStep(zoo.Tabular(), (torch.randn(8, 10), torch.randint(0, 3, (8,))),
+                                     zoo._classify, zoo._sgd, step_fn=_accumulate(kind)), modes=["float16"])
+    assert [(f.kind, f.op, f.module) for f in r.errors] == [("step-error", op, "step_fn (the training step)")], str(r)
+    assert words in r.errors[0].message
+
+
+def test_an_accumulation_that_scales_every_loss_passes():
+    r = _report(lambda: TrainingStep(zoo.Tabular(), (torch.randn(8, 10), torch.randint(0, 3, (8,))),
+                                     zoo._classify, zoo._sgd, step_fn=_accumulate("right")))
+    assert r.ok and not r.findings, str(r)

@@ -83,6 +83,7 @@ class Raw:
     regions: set = field(default_factory=set)  # dtypes of the step's own "cuda" regions (CPU runs)
     grad_edits: list = field(default_factory=list)  # gradients a step_fn changed before unscale_
     grad_unscaled: list = field(default_factory=list)  # gradients unscale_ divided that were never scaled
+    fix: str | None = None  # a scaler misuse's own fix, when the step raised for it
     fresh_scaler: bool = False  # float16: the step made the GradScaler it used during the call
     mixes: list = field(default_factory=list)
     unmoved: dict = field(default_factory=dict)
@@ -155,6 +156,7 @@ def _run_once(step: TrainingStep, device: str, mode: str, seed: int, *, keep: bo
     ctx = None
     range_hooks: list = []
     edits = None
+    captured: dict = {}  # the gradients optimizer.step saw (set by its pre-hook)
     try:
         model = bench.take() if bench is not None else clone_model(step.model)
         batch = step.batch
@@ -211,7 +213,6 @@ def _run_once(step: TrainingStep, device: str, mode: str, seed: int, *, keep: bo
             edits = GradEdits(model, scaler)
             raw.grad_edits = edits.touched
             raw.grad_unscaled = edits.unscaled
-        captured: dict = {}
 
         def capture(opt, args, kwargs):
             captured.clear()
@@ -364,10 +365,28 @@ def _run_once(step: TrainingStep, device: str, mode: str, seed: int, *, keep: bo
         elif "No inf checks were recorded prior to update" in text:  # GradScaler.update's assert
             raw.error_kind = "scaler-step"
             raw.op = "GradScaler.step"
-            raw.error = ("the step calls scaler.update() but never scaler.step(optimizer) (nor "
-                         "scaler.unscale_): the optimizer applied gradients still multiplied by the "
-                         f"loss scale ({scaler.get_scale():g}), and GradScaler.update raises "
-                         f"\"{first_line(exc)}\"")
+            if captured:  # optimizer.step ran: on the scaled gradients
+                raw.error = ("the step calls scaler.update() but never scaler.step(optimizer) (nor "
+                             "scaler.unscale_): the optimizer applied gradients still multiplied by the "
+                             f"loss scale ({scaler.get_scale():g}), and GradScaler.update raises "
+                             f"\"{first_line(exc)}\"")
+            else:
+                raw.error = ("the step calls scaler.update() before any scaler.step(optimizer) since the "
+                             "last update (once per micro-batch of an accumulation?), and "
+                             f"GradScaler.update raises \"{first_line(exc)}\"")
+                raw.fix = ("call scaler.step(optimizer) then scaler.update() once per optimizer step, "
+                           "after the last micro-batch's backward")
+        elif "but _scale is None" in text:  # GradScaler.step/unscale_ of a scaler that never scaled
+            raw.error_kind, raw.op = "scaler-step", "GradScaler.scale"
+            raw.error = ("the step calls scaler.step or scaler.unscale_ but never scaler.scale(loss): its "
+                         f"backward ran on an unscaled loss, and GradScaler raises \"{first_line(exc)}\"")
+            raw.fix = "backpropagate scaler.scale(loss), not the loss itself"
+        elif "unscale_() has already been called on this optimizer since the last update()" in text:
+            raw.error_kind, raw.op = "scaler-step", "GradScaler.unscale_"
+            raw.error = ("the step calls scaler.unscale_(optimizer) again before scaler.update() (once per "
+                         f"micro-batch of an accumulation?), and GradScaler raises \"{first_line(exc)}\"")
+            raw.fix = ("call scaler.unscale_(optimizer) once per optimizer step, after the last "
+                       "micro-batch's backward and before clipping")
         elif _UNSUPPORTED.search(text) and mode != "float32":
             raw.error_kind = "unsupported"
         elif _DEVICE_ERR.search(text):

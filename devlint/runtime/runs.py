@@ -300,7 +300,7 @@ def _row(step, raw: Raw, ref: Raw, tol: Tolerances, seed: int, cross: bool, repo
         elif raw.error_kind == "scaler-step":
             report.findings.append(Finding(
                 "step-error", f"{raw.error} ({raw.device} {raw.mode})",
-                "step with scaler.step(optimizer) instead of optimizer.step(), then scaler.update()",
+                raw.fix or "step with scaler.step(optimizer) instead of optimizer.step(), then scaler.update()",
                 module=raw.module, op=raw.op, device=raw.device, mode=raw.mode, related="DEV203"))
         elif raw.error_kind == "exit":
             report.findings.append(Finding(
