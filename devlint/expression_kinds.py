@@ -36,6 +36,11 @@ def _aligned(call: cst.Call, self_name: str | None, params: set[str] | frozenset
     return name != self_name and not _MODEL_CALLEE.search(name) and not _CONFIG_NAME.match(name)
 
 
+def _is_none(expr: cst.BaseExpression) -> bool:
+    """The literal ``None``."""
+    return expr.__class__ is cst.Name and expr.value == "None"
+
+
 def _empty_size(call: cst.Call) -> bool:
     """``torch.empty([0])``, ``torch.zeros(0)``: a factory whose only size is 0."""
     sizes = [a.value for a in call.args if a.keyword is None or a.keyword.value == "size"]
@@ -143,6 +148,10 @@ class ExpressionKinds:
         if t is cst.SimpleString:
             return V(CPUDEV) if string_value(expr) == "cpu" else None
         if t is cst.IfExp:
+            if _is_none(expr.orelse):  # labels if cfg.use_labels else None: labels wherever it is a value
+                return self.value(expr.body, env)
+            if _is_none(expr.body):
+                return self.value(expr.orelse, env)
             a, b = self.value(expr.body, env), self.value(expr.orelse, env)
             return a if a is not None and b is not None and a.kind == b.kind else None
         return None

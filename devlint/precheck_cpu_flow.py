@@ -31,6 +31,11 @@ _DISPLAYS = (ast.Tuple, ast.List, ast.Dict, ast.ListComp, ast.SetComp, ast.DictC
 #: literal is at most a CPU *device*; ``None``/``True``/``False`` are names never bound).
 _KINDLESS = (ast.Constant, ast.JoinedStr, ast.Lambda, ast.BoolOp, ast.Set, ast.Await, ast.Yield, ast.YieldFrom,
              ast.NamedExpr)
+def _is_none(expr: ast.AST) -> bool:
+    """The literal ``None``."""
+    return expr.__class__ is ast.Constant and expr.value is None
+
+
 #: ``torch.*`` prefixes whose calls the dataflow gives no tensor kind (``_library_call``).
 _NO_TENSOR_PREFIXES = ("torch.optim", "torch.utils", "torch.cuda", "torch.distributed", "torch.backends")
 _STEP_BUDGET = 20_000
@@ -263,7 +268,9 @@ class CpuFlow:
             return self._quiet_combination(operands, method)
         if t is ast.UnaryOp:
             return self.not_cpu(expr.operand, method)
-        if t is ast.IfExp:
+        if t is ast.IfExp:  # x if c else None: the kind of x (ExpressionKinds._value)
+            if _is_none(expr.orelse) or _is_none(expr.body):
+                return self.quiet(expr.orelse if _is_none(expr.body) else expr.body, method)
             return self.quiet(expr.body, method) or self.quiet(expr.orelse, method)
         if t is _Call:
             return self._quiet_call(expr, method)
