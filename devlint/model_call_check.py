@@ -95,12 +95,26 @@ class ModelCallCheck:
         parts = name.split(".")
         last = parts[-1]
         if _LOSS_CALLEE.match(last):
-            return not _HELPER_PREFIX.match(last)
+            # compute_loss(out, targets) of a parameter or a local (compute_loss = ComputeLoss(model)):
+            # a loss object handed in or built here, not a helper function that may move its inputs
+            return not _HELPER_PREFIX.match(last) or (len(parts) == 1 and self._held_callable(last))
         # loss.process_scores(scores, labels), self.criterion.compute(out, y): a loss's own method
         return (
             len(parts) > 1 and not last.startswith("_") and last not in _MODULE_API and last not in _READOUTS
             and any(_LOSS_CALLEE.match(p) for p in parts[:-1])
         )
+
+    def _held_callable(self, name: str) -> bool:
+        """Is ``name`` a parameter of the current function or a name it binds by assignment (a
+        callable object handed in or built here), not a function defined in this module?"""
+        if name in self.local_modules:
+            return False
+        node = self.frame.node
+        if node.__class__ is cst.FunctionDef:
+            p = node.params
+            if any(param.name.value == name for param in (*p.posonly_params, *p.params, *p.kwonly_params)):
+                return True
+        return name in self.frame.vars and name not in self.functions
 
     def check_call(self, call: cst.Call) -> tuple[bool, frozenset]:
         """DEV111 for one call: ``(report now, requirements)``; :attr:`culprit` is then the
