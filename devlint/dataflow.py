@@ -58,6 +58,7 @@ from .names import dotted
 from .partial_batches import PartialBatches
 from .patterns import captures
 from .rule import Analysis
+from .tuple_annotations import scalar_fields
 
 
 class DeviceFlow(Analysis, PartialBatches, BranchJoins, ExpressionKinds, ModelCallCheck, MoveEvidence):
@@ -192,8 +193,10 @@ class DeviceFlow(Analysis, PartialBatches, BranchJoins, ExpressionKinds, ModelCa
             if v is None and scope is None and value_expr is not None and value_expr.__class__ is cst.Call:
                 group = self.parsed_group(value_expr)  # imgs, pids = self.parse_data_for_train(data)
                 inner = V(PITEM, group=group) if group is not None else None
-            for t in elements:
-                if t.__class__ is cst.StarredElement:
+            scalars = scalar_fields(self.frame.node, value_expr.value, len(elements)) if unpacked and (
+                value_expr.__class__ is cst.Name) else frozenset()
+            for i, t in enumerate(elements):
+                if t.__class__ is cst.StarredElement or i in scalars:  # reward of a Tuple[Tensor, float, ...]
                     self.bind(t.value, None, None, scope)
                 elif isinstance(t.value, (cst.Tuple, cst.List)):
                     self.bind(t.value, None, v if v is not None and v.kind in (CPUB, DEVB, PB) else inner, scope)
