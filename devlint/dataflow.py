@@ -230,8 +230,16 @@ class DeviceFlow(Analysis, PartialBatches, BranchJoins, ExpressionKinds, ModelCa
                 self._bind_iteration(target.elements[1].value, args[0], scope, env)
                 return
             if last == "zip" and target.__class__ is cst.Tuple and len(target.elements) == len(args):
+                # zip(loader1, loader2) of loaders it cannot see: one step's batches, one group
+                # (moving x2 of ``(x1, _), (x2, _)`` says x1 came unmoved too)
+                shared = scope is None and len(args) > 1 and len(args) == len(iter_expr.args) and all(
+                    a.__class__ in (cst.Name, cst.Attribute) for a in args)
                 for t, a in zip(target.elements, args):
-                    self._bind_iteration(t.value, a, scope, env)
+                    v = self.value(a, env) if shared else None
+                    if shared and (v is None or v.kind in (PARAM, PITEM)) and not self.is_self(a):
+                        self._bind_value_iteration(t.value, v, id(iter_expr), scope)
+                    else:
+                        self._bind_iteration(t.value, a, scope, env)
                 return
             if last == "zip":
                 self.bind(target, None, None, scope)
