@@ -60,6 +60,14 @@ def _kept_unmoved(a: V | None, b: V | None, before: V | None, moved: set) -> V |
     return None
 
 
+def _type_test(test: cst.BaseExpression) -> bool:
+    """``isinstance(x, T)`` or ``not isinstance(x, T)``: a test of a value's type, not of whether
+    it was given."""
+    if test.__class__ is cst.UnaryOperation and test.operator.__class__ is cst.Not:
+        test = test.expression
+    return test.__class__ is cst.Call and test.func.__class__ is cst.Name and test.func.value == "isinstance"
+
+
 def _names_under(expr: cst.BaseExpression) -> frozenset[str]:
     """The value of every name under an expression (``prefix_tokens`` of ``prefix_tokens is
     None and spec``), attribute names included, as ``CSTNode.children`` finds them: every
@@ -172,8 +180,11 @@ class BranchJoins:
 
     def _tested(self, node: cst.If) -> frozenset[str]:
         """The names an ``if``'s test reads (``if prefix is None: prefix = ...``: a default
-        filled in, not a batch item), once per test node (kept between a document's lints)."""
-        return self.ctx.remembered("names-tested", node.test, lambda: _names_under(node.test))
+        filled in, not a batch item), once per test node (kept between a document's lints);
+        not a type test (``if isinstance(x, np.ndarray): x = torch.from_numpy(x).to(d) else:
+        ...``: both arms take the batch's item, one of each type)."""
+        test = node.test
+        return frozenset() if _type_test(test) else self.ctx.remembered("names-tested", test, lambda: _names_under(test))
 
     def _left_behind(self, node: cst.If, body_arm: tuple, else_arm: tuple, before: dict) -> V | None:
         """``if isinstance(data, Mapping): ... else: X, y = data; y = y.to(d)``: an arm that
