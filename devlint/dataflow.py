@@ -403,6 +403,9 @@ class DeviceFlow(Analysis, PartialBatches, BranchJoins, ExpressionKinds, ModelCa
 
     def leave_AugAssign(self, node: cst.AugAssign) -> None:
         if node.target.__class__ is cst.Name:
+            held = self.value(node.target)
+            if held is not None and not held.module and held.kind in (CPU, PITEM, DEV):
+                return  # x += noise on a tensor works in place: x stays where it is (check_in_place)
             v = self._combine((node.target, node.value), None)
             self.bind(node.target, None, v)
 

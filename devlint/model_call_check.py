@@ -219,6 +219,36 @@ class ModelCallCheck:
                 return False, frozenset(needs | {(f, p, LOADER) for f, p in loaders})
         return none
 
+    def check_in_place(self, node: cst.AugAssign) -> cst.BaseExpression | None:
+        """DEV111 for an augmented assignment: the target (``pos_x`` of ``pos_x += c *
+        torch.rand_like(pos_x, device=d)``, ``targets`` of ``targets[:, 2:] *= torch.tensor(...,
+        device=d)``) when it is an item of a batch left behind while a sibling moved (the
+        author's own evidence, as in :meth:`check_call`) and the value holds a device tensor
+        among its operands; ``None`` otherwise."""
+        if self.silent or self.scatters:
+            return None
+        target = node.target
+        base = target.value if target.__class__ is cst.Subscript else target
+        if base.__class__ is not cst.Name or _cpu_side_item(base, self.moved_texts):
+            return None
+        v = self.value(base)
+        moved = self.frame.moved_groups
+        if v is None or v.kind == PARAM:
+            evidence = self.param_group(base) in moved
+        else:
+            evidence = v.kind in (CPU, PITEM) and not v.module and not v.explicit and v.group is not None and v.group in moved
+        return base if evidence and self._device_operand(node.value) else None
+
+    def _device_operand(self, expr: cst.BaseExpression) -> bool:
+        """Does arithmetic ``expr`` have an operand on the device (``c * torch.rand_like(x,
+        device=d)``): a tensor placed or computed there, not a module?"""
+        while expr.__class__ is cst.UnaryOperation:
+            expr = expr.expression
+        if expr.__class__ is cst.BinaryOperation:
+            return self._device_operand(expr.left) or self._device_operand(expr.right)
+        v = self.value(expr)
+        return v is not None and v.kind == DEV and not v.module
+
     def _mixing_callee(self, func: cst.BaseExpression) -> bool:
         """May a call of ``func`` compute with its tensor arguments (so that a device tensor and
         a CPU one given together fail)? Not a container's or a logger's method, not a builtin."""

@@ -39,6 +39,34 @@ def _candidate_call(facts) -> ast.Call | None:
     return None
 
 
+#: the nodes that hold statements (``try``'s handlers and ``match``'s cases hold them too)
+_BLOCK_NODES = (ast.stmt, ast.excepthandler, ast.match_case)
+
+
+def _candidate_in_place(facts) -> bool:
+    """An augmented assignment whose target (``x`` of ``x += e``, ``t`` of ``t[:, 2:] *= e``) may
+    be a CPU tensor (not :meth:`devlint.precheck.CpuFlow.quiet`), in a file that may move
+    something: :meth:`devlint.dataflow.DeviceFlow.check_in_place` may report it."""
+    if not any(unit_may_move(unit, facts, DTYPES) for unit in facts.units):
+        return False
+    for unit in facts.units:
+        root = unit.node if unit.node is not None else facts.tree
+        flow = None
+        stack = [(statement, root) for statement in unit.statements]
+        while stack:
+            node, context = stack.pop()
+            if node.__class__ is ast.AugAssign:
+                target = node.target.value if node.target.__class__ is ast.Subscript else node.target
+                if target.__class__ is ast.Name:
+                    flow = flow or CpuFlow(facts, root)
+                    if not flow.quiet(target, context):
+                        return True
+            elif node.__class__ in (ast.FunctionDef, ast.AsyncFunctionDef):
+                context = node
+            stack.extend((child, context) for child in ast.iter_child_nodes(node) if isinstance(child, _BLOCK_NODES))
+    return False
+
+
 class InputNotOnModelDevice(Rule):
     """A model moved to a device is called with a tensor that is still on the CPU."""
 
@@ -56,8 +84,9 @@ class InputNotOnModelDevice(Rule):
         loss as ``DeviceFlow.check_call`` reads it: a name (a local, a parameter, an import), a
         method named like a model or a loss (or ``generate``/``forward``/``encode``), or
         ``self.<x>`` where the class or the module may move something (a moved model kept on
-        ``self``)."""
-        return _candidate_call(facts) is not None
+        ``self``); or an augmented assignment whose target may be such a tensor
+        (``x += noise``)."""
+        return _candidate_call(facts) is not None or _candidate_in_place(facts)
 
     what_it_does = """
 Follows, in each function and in the module body, which names hold a model moved with
@@ -242,6 +271,11 @@ for x, y in loader:
             self.report(node, self._message(flow.culprit))
         elif needs:
             self._pending.append((node, self.ctx.statement_index, needs, self._message(flow.culprit)))
+
+    def visit_AugAssign(self, node: cst.AugAssign) -> None:
+        target = self.ctx.analysis(DeviceFlow).check_in_place(node)
+        if target is not None:
+            self.report(node, self._message(cst.Arg(value=target)))
 
     def leave_Module(self, node: cst.Module) -> None:
         flow = self.ctx.analysis(DeviceFlow)
