@@ -155,7 +155,7 @@ def test_fresh_packages_are_in_no_other_group():
     assert len(fresh) == len(seeded.FRESH) >= 10
     assert not fresh & (others | bench)
     assert seeded.SETS["fresh"] is seeded.FRESH
-    everyone = (*seeded.PACKAGES, *seeded.HELDOUT, *seeded.FRESH, *seeded.FOURTH)
+    everyone = (*seeded.PACKAGES, *seeded.HELDOUT, *seeded.FRESH, *seeded.FOURTH, *seeded.FIFTH)
     assert {p.name for p in seeded.SETS["all"]} == {p.name for p in everyone}
 
 
@@ -169,6 +169,18 @@ def test_fourth_packages_are_in_no_other_group():
     assert len(fourth) == len(seeded.FOURTH) >= 10
     assert not fourth & (others | bench)
     assert seeded.SETS["fourth"] is seeded.FOURTH
+
+
+def test_fifth_packages_are_in_no_other_group():
+    """The fifth set measures generalisation too: none of its packages is in another group,
+    linted by ecosystem.py (any list) or timed by bench_lint.py."""
+    fifth = {p.name.lower().replace("_", "-") for p in seeded.FIFTH}
+    listed = (*seeded.PACKAGES, *seeded.HELDOUT, *seeded.FRESH, *seeded.FOURTH, *seeded.ecosystem.PACKAGES)
+    others = {p.name.lower().replace("_", "-") for p in listed}
+    bench = {"timm", "accelerate", "ultralytics", "lightning", "diffusers", "transformers"}
+    assert len(fifth) == len(seeded.FIFTH) >= 10
+    assert not fifth & (others | bench)
+    assert seeded.SETS["fifth"] is seeded.FIFTH
 
 
 ALIGN = '''def evaluate(detector, loader, device):
