@@ -184,7 +184,9 @@ class BranchJoins:
         not a type test (``if isinstance(x, np.ndarray): x = torch.from_numpy(x).to(d) else:
         ...``: both arms take the batch's item, one of each type)."""
         test = node.test
-        return frozenset() if _type_test(test) else self.ctx.remembered("names-tested", test, lambda: _names_under(test))
+        if _type_test(test):
+            return frozenset()
+        return self.ctx.remembered("names-tested", test, lambda: _names_under(test))
 
     def _left_behind(self, node: cst.If, body_arm: tuple, else_arm: tuple, before: dict) -> V | None:
         """``if isinstance(data, Mapping): ... else: X, y = data; y = y.to(d)``: an arm that

@@ -72,7 +72,9 @@ def _not_item_name(name: str) -> bool:
 #: callee names that say "a loss" (``criterion(out, y)``), not a helper computing one
 #: (a criterion named for what it compares, ``criterion_cls``, ``criterion_gep_gepc``, is one too)
 _LOSS_CALLEE = re.compile(
-    r"^_*(\w+_)?(loss|criterion|crit)(_?(fn|func|fct|fcn|function|module|mod))?(_(train|eval|val|valid|test))?$|^_*(criterion|crit)_\w+$", re.I
+    r"^_*(\w+_)?(loss|criterion|crit)(_?(fn|func|fct|fcn|function|module|mod))?(_(train|eval|val|valid|test))?$"
+    r"|^_*(criterion|crit)_\w+$",
+    re.I,
 )
 _HELPER_PREFIX = re.compile(r"^(compute|calc|calculate|get|eval|evaluate|run|do|make|build|update|step|train|log)_", re.I)
 #: batch items that are CPU-side by design (``pack_padded_sequence`` lengths) or not tensors

@@ -236,7 +236,8 @@ class ModelCallCheck:
         if v is None or v.kind == PARAM:
             evidence = self.param_group(base) in moved
         else:
-            evidence = v.kind in (CPU, PITEM) and not v.module and not v.explicit and v.group is not None and v.group in moved
+            evidence = (v.kind in (CPU, PITEM) and not v.module and not v.explicit
+                        and v.group is not None and v.group in moved)
         return base if evidence and self._device_operand(node.value) else None
 
     def _device_operand(self, expr: cst.BaseExpression) -> bool:

@@ -31,6 +31,8 @@ _DISPLAYS = (ast.Tuple, ast.List, ast.Dict, ast.ListComp, ast.SetComp, ast.DictC
 #: literal is at most a CPU *device*; ``None``/``True``/``False`` are names never bound).
 _KINDLESS = (ast.Constant, ast.JoinedStr, ast.Lambda, ast.BoolOp, ast.Set, ast.Await, ast.Yield, ast.YieldFrom,
              ast.NamedExpr)
+
+
 def _is_none(expr: ast.AST) -> bool:
     """The literal ``None``."""
     return expr.__class__ is ast.Constant and expr.value is None

@@ -13,7 +13,7 @@ import re
 import libcst as cst
 
 #: ``Tuple[...]``/``tuple[...]`` (``typing.`` or not) and what it holds
-_TUPLE = re.compile(r"^(?:typing\.)?[Tt]uple\[(.*)\]$", re.S)
+_TUPLE = re.compile(r"^(?:typing\.)?[Tt]uple\[(.*)\]$", re.DOTALL)
 #: a field annotation that holds no tensor: a number, a flag, text (or an Optional of one)
 _SCALAR_FIELD = re.compile(r"^(?:(?:typing\.)?Optional\[)?(?:int|float|bool|str|complex)\]?$")
 
