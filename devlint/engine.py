@@ -138,13 +138,14 @@ def _first_lines(text: str, count: int) -> tuple[str, int]:
     return text[:at + 1], text.count("\n") + (not text.endswith("\n"))
 
 
-def project_rules(project, text: str, rules: Sequence[type[Rule]]) -> set[type[Rule]]:
+def project_rules(project, text: str, rules: Sequence[type[Rule]], scan=None) -> set[type[Rule]]:
     """The rules among ``rules`` that the file's imports of the project make worth running
-    whatever the pre-screen says (see :meth:`devlint.project.index.View.forced_rules`)."""
+    whatever the pre-screen says (see :meth:`devlint.project.index.View.forced_rules`;
+    ``scan``: a document's :class:`devlint.project.call_scan.CallScan`, or ``None``)."""
     if project is None:
         return set()
     try:
-        codes = project.forced_rules(text)
+        codes = project.forced_rules(text, scan)
     except (OSError, ValueError, RecursionError):  # the index never stops a lint
         return set()
     return {r for r in rules if r.code in codes}

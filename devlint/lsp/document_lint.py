@@ -20,6 +20,7 @@ from ..finding import PARSE_ERROR, Finding
 from ..incremental import StatementCache
 from ..notebook import Notebook
 from ..precheck import candidates
+from ..project.call_scan import CallScan
 from .noqa_lines import LineGroups
 from .settings import Settings, excluded
 
@@ -102,6 +103,9 @@ class DocumentState:
     deps: dict = field(default_factory=dict)
     #: ``# noqa``'s line map, re-tokenized around each edit only
     noqa_lines: LineGroups = field(default_factory=LineGroups)
+    #: the calls of imported names the project's forced-rule scan looks up, searched again
+    #: around each edit only
+    calls: CallScan = field(default_factory=CallScan)
 
 
 def _clean(text: str) -> str:
@@ -177,7 +181,7 @@ def lint_text(text: str, path: str | None, state: DocumentState, settings: Setti
     view = project.view(path) if project is not None and path else None
     state.deps = view.deps if view is not None else {}
     every = enabled_rules(select, ignore)
-    chosen = project_rules(view, text, every)  # one scan of the text (it reads every import)
+    chosen = project_rules(view, text, every, state.calls)  # the calls searched again around the edit only
     forced = [r for r in every if r in chosen]
     rules = triggered(text, every)
     if forced:

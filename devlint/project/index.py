@@ -319,13 +319,15 @@ class View:
             codes.add("DEV114")
         return codes
 
-    def forced_rules(self, text: str) -> set[str]:
+    def forced_rules(self, text: str, scan=None) -> set[str]:
         """Codes of the rules that this file's imports of the project make worth running
         though the text pre-screen or the pre-check would skip them: DEV111 where it calls a
         project function with a summary, DEV113/DEV114 where a class derives from a project
         ``nn.Module`` class. Only the imported names the text calls (a capitalised name builds a
         class, no function) or derives from are looked up, and only in a text that names
-        ``torch``, as the rules need (this runs on every file)."""
+        ``torch``, as the rules need (this runs on every file). ``scan``, a
+        :class:`devlint.project.call_scan.CallScan` kept per document (the language server's),
+        searches the calls again only around what changed since its last text."""
         if "import" not in text or "torch" not in text:  # the rules need torch in the text anyway
             return set()
         imports = [i for i in _imports(text) if i[0] or i[1].split(".", 1)[0] not in resolve._SKIPPED]
@@ -333,9 +335,9 @@ class View:
             return set()
         # only names whose head an import binds are looked up: the scan for calls is
         # anchored on those heads (the same matches as ``_CALLED`` for them, ~3x faster)
-        heads = "|".join(re.escape(h) for h in sorted({i[3] for i in imports}, key=len, reverse=True))
-        called = re.compile(rf"(?<![\w.])((?:{heads})(?:\.[\w.]*)?)\s*\(")
-        calls = {c for c in called.findall(text) if not c.rsplit(".", 1)[-1][:1].isupper()}  # no class
+        called = calls_pattern({i[3] for i in imports})
+        found = called.findall(text) if scan is None else scan.names(text, called)
+        calls = {c for c in found if not c.rsplit(".", 1)[-1][:1].isupper()}  # no class
         headers = list(_BASES.finditer(text))
         bases: dict[str, bool] = {}  # base -> some class deriving from it lacks a forward
         for i, header in enumerate(headers):
@@ -363,6 +365,13 @@ class View:
                     elif wanted is CLASS_RULES and self._is_module(*found, set()):
                         codes.update(self._class_rules(found, used, bases[used]))
         return codes
+
+
+def calls_pattern(heads) -> re.Pattern:
+    """The pattern of a call of a dotted name whose head is one of ``heads`` (the local names
+    the imports bind): group 1 is the dotted name."""
+    alternatives = "|".join(re.escape(h) for h in sorted(heads, key=lambda h: (-len(h), h)))  # longest first
+    return re.compile(rf"(?<![\w.])((?:{alternatives})(?:\.[\w.]*)?)\s*\(")
 
 
 def _imports(text: str):
