@@ -21,6 +21,7 @@ from ..incremental import StatementCache
 from ..notebook import Notebook
 from ..precheck import candidates
 from ..project.call_scan import CallScan
+from .budget_counts import PieceCounts
 from .noqa_lines import LineGroups
 from .settings import Settings, excluded
 
@@ -50,13 +51,14 @@ def _refused(body: str, clean: str, name: str, cache: StatementCache) -> Finding
     return Finding(name, line, column, PARSE_ERROR, f"could not parse: {reason}, line {line}", line, column)
 
 
-def _cli_only(text: str) -> bool:
+def _cli_only(text: str, count=None) -> bool:
     """Is ``text`` one the server leaves to ``devlint check``'s own pipeline: a NUL character
     (refused at it), a form feed in a statement's indentation (removed before libcst parses,
     :func:`devlint.syntax.for_libcst`) or over the memory budget, by the decision the CLI takes
-    (:func:`devlint.memory_budget.over_budget`)?"""
+    (:func:`devlint.memory_budget.over_budget`; ``count``: the document's
+    :class:`devlint.lsp.budget_counts.PieceCounts`)?"""
     return ("\0" in text or ("\f" in text and bool(syntax.for_libcst(text, None)[1]))
-            or memory_budget.over_budget(text))
+            or memory_budget.over_budget(text, count))
 
 
 class Cancelled(BaseException):
@@ -106,6 +108,8 @@ class DocumentState:
     #: the calls of imported names the project's forced-rule scan looks up, searched again
     #: around each edit only
     calls: CallScan = field(default_factory=CallScan)
+    #: the memory budget's token counts, counted again around each edit only
+    budget_counts: PieceCounts = field(default_factory=PieceCounts)
 
 
 def _clean(text: str) -> str:
@@ -192,7 +196,7 @@ def lint_text(text: str, path: str | None, state: DocumentState, settings: Setti
         return []
     if cancelled is not None and cancelled():
         raise Cancelled()
-    if _cli_only(clean):  # rare inputs: exactly as devlint check lints them, no cache
+    if _cli_only(clean, state.budget_counts):  # rare inputs: exactly as devlint check lints them, no cache
         findings = noqa.apply(lint(clean, name, rules=every, project=view), clean)
         if dropped:
             findings = [f for f in findings if not f.code.startswith(dropped)]
