@@ -155,17 +155,30 @@ def _header_lines(module: cst.Module, owner: cst.CSTNode) -> int | None:
 
 def lines_of(module: cst.Module, node: cst.CSTNode, state: NodeMemo) -> int:
     """How many lines ``node`` (a statement of an indented body) spans, its comments included:
-    for a block without ``else``, its header's plus its statements' (each counted once per
-    node, so an edit inside a long method renders only the statements it changed) plus its
-    footer's; else its rendering's."""
+    for a block, its header's plus its statements' (each counted once per node, so an edit
+    inside a long method renders only the statements it changed) plus its footer's, plus its
+    ``elif``'s or ``else``'s counted the same way; else its rendering's."""
 
     def make() -> int:
-        if _block(node) and getattr(node, "orelse", None) is None:
-            inner = sum(lines_of(module, child, state) for child in node.body.body)
-            return stub_lines(module, node) + inner + len(node.body.footer)
+        if _block(node):
+            count = _clause_lines(module, node, state)
+            orelse = getattr(node, "orelse", None)
+            if orelse is None:
+                return count
+            if orelse.__class__ is cst.If:  # elif: rendered as an ``if`` of the same lines
+                return count + lines_of(module, orelse, state)
+            if orelse.__class__ is cst.Else and isinstance(orelse.body, cst.IndentedBlock):
+                return count + _clause_lines(module, orelse, state)
         return module.code_for_node(node).count("\n")
 
     return state.get("lines", node, make)
+
+
+def _clause_lines(module: cst.Module, owner: cst.CSTNode, state: NodeMemo) -> int:
+    """Lines of ``owner`` (a block or an ``else`` clause with an indented body) without its
+    own ``elif``/``else``: its header's, its statements', its footer's."""
+    inner = sum(lines_of(module, child, state) for child in owner.body.body)
+    return stub_lines(module, owner) + inner + len(owner.body.footer)
 
 
 def _render(module: cst.Module, chain: tuple, child: cst.CSTNode, style: tuple, state: NodeMemo) -> dict:
