@@ -44,8 +44,8 @@ from .flow_kinds import (  # noqa: F401  (MIXB re-exported: the rules import the
     _LOCAL_KINDS, CPU, CPUB, CPUDEV, DEV, DEVB, ENUM, INP, LOADER, MIXB, MODEL, PARAM, PB, PITEM, TENSORS, ZIP, V,
 )
 from .flow_tables import (
-    _DEFAULT_DEVICE, _not_item_name, _MODULE_NAME, _NAME_MOVE, _NOT_COMPUTING, _PASSTHROUGH_ITER, _SCALAR_ANNOTATIONS,
-    _TEXT_ITEMS,
+    _DEFAULT_DEVICE, _not_item_name, _MODULE_NAME, _NOT_COMPUTING, _PASSTHROUGH_ITER, _SCALAR_ANNOTATIONS,
+    moved_text_items,
 )
 from .flow_tables import DTYPES, FACTORIES, LEGACY_CONSTRUCTORS, _JOINS, _MODEL_METHODS  # noqa: F401  (re-exported)
 from .guards import string_value
@@ -93,7 +93,7 @@ class DeviceFlow(Analysis, PartialBatches, BranchJoins, ExpressionKinds, ModelCa
         #: device= then allocates on that device, so it is no CPU tensor
         self.default_device = bool(_DEFAULT_DEVICE.search(text))
         #: text-like item names the file moves to a device somewhere (token ids, not strings)
-        self.moved_texts = frozenset(n.lower() for n in _NAME_MOVE.findall(text) if n.lower() in _TEXT_ITEMS)
+        self.moved_texts = moved_text_items(text)
         #: module-level function -> positional parameter names (``None``: defined twice)
         self.signatures: dict[str, list[str] | None] = {}
         #: function name -> [(positional kinds, keyword kinds, has *args/**kwargs)] per call site

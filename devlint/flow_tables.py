@@ -88,6 +88,28 @@ _CPU_SIDE_ITEMS = frozenset(
 _TEXT_ITEMS = frozenset("text texts caption captions sentence sentences prompt prompts word words".split())
 #: ``texts.to(device)``, ``texts = texts.cuda()``: a move of a name (not a dtype cast)
 _NAME_MOVE = re.compile(r"\b(\w+)\.(?:to\((?!\s*(?:dtype\s*=|torch\.(?:float|half|bfloat|double|long|int|bool|uint)))|cuda\()")
+#: the move of :data:`_NAME_MOVE` without the name before it (searched from its ``.``, far
+#: faster than from every word), and the run of word characters that ends where it starts
+_MOVE_CALL = re.compile(r"\.(?:to\((?!\s*(?:dtype\s*=|torch\.(?:float|half|bfloat|double|long|int|bool|uint)))|cuda\()")
+_WORD_END = re.compile(r"\w+\Z")
+_LONGEST_ITEM = max(map(len, _TEXT_ITEMS))
+
+
+def moved_text_items(text: str) -> frozenset[str]:
+    """The :data:`_TEXT_ITEMS` (lower case) that ``text`` moves by name: the names ``n`` of
+    ``_NAME_MOVE.findall(text)`` with ``n.lower()`` one of them. A match of that pattern is a
+    whole run of word characters followed by a move (the ``\\b`` and the greedy ``\\w+``; a
+    shorter run would need a ``.`` inside a word), so the runs before each move are those
+    names; only the last characters of a run are read, one more than the longest item has
+    (lower-casing never shortens a word)."""
+    found = set()
+    for move in _MOVE_CALL.finditer(text):
+        at = move.start()
+        # a longer name is read as its last characters, one more than any item has: no item
+        word = _WORD_END.search(text, max(at - _LONGEST_ITEM - 1, 0), at)
+        if word is not None and word.group().lower() in _TEXT_ITEMS:
+            found.add(word.group().lower())
+    return frozenset(found)
 _SCATTERS = ("DataParallel", "DistributedDataParallel")
 #: methods of a module that are no forward pass
 _MODULE_API = frozenset(
