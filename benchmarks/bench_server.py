@@ -6,6 +6,7 @@ diagnostics over real stdio, on real files from a pinned wheel.
     .venv/bin/python benchmarks/bench_server.py --quick     # 3 edits, 2 bursts
     .venv/bin/python benchmarks/bench_server.py --stages    # and where the latency goes
     .venv/bin/python benchmarks/bench_server.py --vs ../other-checkout   # the editor row, A vs B
+    .venv/bin/python benchmarks/bench_server.py --vs ../other-checkout --cpu --small   # its CPU in process
 
 Files (from ``transformers==4.46.3``, downloaded once into ``benchmarks/.cache/wheels``):
 ``models/bert/modeling_bert.py`` (1,996 lines), ``cache_utils.py`` (2,122 lines, findings) and
@@ -30,7 +31,10 @@ that lint, the publish. ``--vs CHECKOUT`` prints only the editor row of issue 27
 ``Trainer`` class of ``trainer.py`` (5,062 lines, one long class), this checkout (A) against
 another devlint checkout (B), one server each, bursts interleaved A B A B..., minimum, median and
 worst of each side and the ratios of the minima and medians; ``--small`` adds the rows of files of
-many small definitions (``modeling_bert.py``, ``dummy_pt_objects.py``). Standard library plus devlint only.
+many small definitions (``modeling_bert.py``, ``dummy_pt_objects.py``); ``--cpu`` prints instead the thread
+CPU of each keystroke's lint in process (``lint_text`` with the project index, as the server lints), one
+subprocess per side and round, interleaved A B B A..., the minimum of the rounds' minima and the median
+of their medians. Standard library plus devlint only.
 """
 from __future__ import annotations
 
@@ -344,6 +348,9 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=7, help="bursts per side with --vs (default 7)")
     parser.add_argument("--small", action="store_true",
                         help="with --vs: also the 2k- and 10k-line files of many small definitions")
+    parser.add_argument("--cpu", action="store_true",
+                        help="with --vs: the CPU of each keystroke's lint in process (interleaved subprocesses), "
+                             "not the latency over stdio")
     args = parser.parse_args()
     if args.serve_traced:
         return serve_traced(args.serve_traced)
@@ -406,6 +413,59 @@ def main() -> int:
     return 0
 
 
+#: One side of ``--vs --cpu``: run with ``python -c`` in a subprocess whose ``PYTHONPATH`` starts with
+#: a checkout; argv: the file's name, its text's path, the edits. Prints the thread CPU ms of each
+#: keystroke's lint (``lint_text`` with the project index and a stale-lint poll, as the server lints).
+CPU_WORKER = """
+import json, sys, time
+from devlint.lsp.document_lint import DocumentState, lint_text
+from devlint.lsp.settings import Settings
+from devlint.project import shared_index
+name, source, edits = sys.argv[1], sys.argv[2], int(sys.argv[3])
+text = open(source, encoding="utf-8").read()
+path = sys.argv[4]
+lines = text.split("\\n")
+row = len(lines) // 2
+while not lines[row].strip() or lines[row].endswith("\\\\"):
+    row += 1
+state, settings, index = DocumentState(), Settings(), shared_index()
+index.overlay(path, text)
+lint_text(text, path, state, settings, project=index)
+typed = ("  # typing" + "x" * edits)[:edits]
+times = []
+for key in typed:
+    lines[row] += key
+    new = "\\n".join(lines)
+    index.overlay(path, new)
+    cpu = time.thread_time()
+    lint_text(new, path, state, settings, project=index, cancelled=lambda: False)
+    times.append((time.thread_time() - cpu) * 1000)
+print(json.dumps(times))
+"""
+
+
+def cpu_vs(name: str, text: str, other: str, rounds: int, edits: int = 15) -> dict:
+    """CPU of each keystroke's lint in process (see :data:`CPU_WORKER`), this checkout (A)
+    against ``other`` (B), one subprocess per side and round, in the order A B B A A B...;
+    per side the minimum of the rounds' minima and the median of their medians."""
+    source = CACHE / f"cpu-{os.getpid()}.py"
+    source.write_text(text, encoding="utf-8")
+    path = str(PLACE / name)
+    runs: dict[str, list[list[float]]] = {"A": [], "B": []}
+    try:
+        for k in range(rounds):
+            for side in (("A", "B") if k % 2 == 0 else ("B", "A")):
+                tree = str(ROOT) if side == "A" else other
+                env = {**os.environ, "PYTHONPATH": os.pathsep.join([tree, os.environ.get("PYTHONPATH", "")])}
+                done = subprocess.run([sys.executable, "-c", CPU_WORKER, name, str(source), str(edits), path], cwd=CACHE,
+                                      env=env, capture_output=True, text=True, check=True)
+                runs[side].append(json.loads(done.stdout.strip().splitlines()[-1]))
+    finally:
+        source.unlink()
+    return {"file": name.split("/")[-1], "lines": text.count("\n"),
+            **{side: (min(min(r) for r in rs), statistics.median(statistics.median(r) for r in rs)) for side, rs in runs.items()}}
+
+
 #: the other rows of issue 27's editor goal with ``--vs --small``: files of many small definitions
 SMALL = ("transformers/models/bert/modeling_bert.py", "transformers/utils/dummy_pt_objects.py")
 
@@ -416,6 +476,8 @@ def main_vs(args) -> int:
     names = (*TRAINER, *SMALL) if args.small else TRAINER
     texts = sources(names)
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    if args.cpu:
+        return main_cpu(args, names, texts, load)
     rows = [typing_vs(name, texts[name], str(Path(args.vs).resolve()), args.rounds) for name in names]
     after = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     out = [
@@ -436,6 +498,29 @@ def main_vs(args) -> int:
     print("\n".join(out))
     return 0
 
+
+
+def main_cpu(args, names, texts: dict[str, str], load: float) -> int:
+    """The ``--vs --cpu`` table: per file, each side's minimum and median CPU ms of a keystroke's
+    lint and the ratios of the minima and of the medians."""
+    rows = [cpu_vs(name, texts[name], str(Path(args.vs).resolve()), args.rounds) for name in names]
+    after = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    out = [
+        f"CPU of each keystroke's lint in process (15 keys typed in the middle of each file of {PACKAGE}=={VERSION}, "
+        f"trainer.py: inside its Trainer class; the project index on, as the server lints), A = this checkout, "
+        f"B = {args.vs}, one subprocess per side and round, A B B A..., {args.rounds} rounds; min of the rounds' "
+        f"minima / median of their medians; load average {load:.1f} -> {after:.1f}.",
+        "",
+        "| file | lines | A min / median ms | B min / median ms | A/B minima | A/B medians |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for r in rows:
+        (a_min, a_med), (b_min, b_med) = r["A"], r["B"]
+        out.append(f"| {r['file']} | {r['lines']} | {a_min:.0f} / {a_med:.0f} | {b_min:.0f} / {b_med:.0f} "
+                   f"| {a_min / b_min:.2f} | {a_med / b_med:.2f} |")
+    out.append("")
+    print("\n".join(out))
+    return 0
 
 if __name__ == "__main__":
     sys.exit(main())
