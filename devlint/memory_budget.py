@@ -206,15 +206,17 @@ def budget_bytes() -> int:
 def plan(lines: list[str], bounds: list[int], count=None) -> Estimate:
     """The estimate of the text ``"\\n".join(lines)`` analysed in pieces ``lines[a:b]`` for
     consecutive ``a, b`` in ``bounds`` (``[0, len(lines)]``: one piece), cut at the last bound
-    whose pieces fit the budget. ``count``: what gives a piece's :func:`counts` (``None``:
-    that function; the language server's counts again only around an edit)."""
+    whose pieces fit the budget. ``count``: what gives the piece's :func:`counts` of a text
+    parsed whole (``None``: that function; the language server's counts again only around an
+    edit); a text in several pieces uses :func:`counts`, whose cache keeps the pieces an edit
+    did not change."""
     chars = sum(map(len, lines)) + len(lines)
     kind = 1 if all(map(str.isascii, lines)) else _widest(lines)
     used = PROCESS_BYTES + chars * TEXT_COPIES * kind + len(lines) * TEXT_BYTES_PER_LINE
     parsing, limit = 0, budget_bytes()
     for a, b in zip(bounds, bounds[1:]):
         piece = "\n".join(lines[a:b])
-        tokens, depth = (count or counts)(piece)
+        tokens, depth = (count if count is not None and len(bounds) == 2 else counts)(piece)
         parse = tokens * PARSE_BYTES + depth * DEPTH_BYTES
         keep = tokens * TOKEN_BYTES + (b - a) * LINE_BYTES + len(piece) * kind * CHAR_COPIES
         if used + keep + max(parsing, parse) > limit:

@@ -90,3 +90,22 @@ def test_edits_at_every_chunk_boundary(monkeypatch, chunk):
             text = base[:at] + add + base[at + cut:]
             assert counter(text) == memory_budget._counted(text), (b, at, cut, add)
             assert counter(base) == memory_budget._counted(base)
+
+
+def test_a_text_in_several_pieces_keeps_the_counts_of_the_pieces_an_edit_left(monkeypatch):
+    """The chunked counter serves a text parsed whole; a text in pieces is counted per piece by
+    memory_budget.counts, whose cache keeps the unchanged pieces (fed one piece after another,
+    the counter would count each against another piece: all of it)."""
+    monkeypatch.setattr(memory_budget, "PIECE_LINES", 40)
+    lines = [f"x{k} = f({k})" for k in range(200)]
+    counter = PieceCounts()
+    counted = []
+    monkeypatch.setattr(memory_budget, "_counted", lambda piece, real=memory_budget._counted: counted.append(piece) or real(piece))
+    text = "\n".join(lines)
+    bounds = memory_budget.piece_bounds(text, lines)
+    assert len(bounds) > 3
+    memory_budget.estimate(text, count=counter)
+    lines[50] += "  # edit"
+    counted.clear()
+    edited = memory_budget.estimate("\n".join(lines), count=counter)
+    assert len(counted) == 1 and edited == memory_budget.estimate("\n".join(lines))
