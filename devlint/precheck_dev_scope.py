@@ -62,13 +62,15 @@ class DevScopes:
     """The device scopes of one file (see the module docstring); build it with :meth:`of`."""
 
     def __init__(self, facts: Facts, dtypes: frozenset[str]) -> None:
-        self.facts = facts
+        # no reference back to ``facts``: kept in ``facts.memo``, it would make a cycle that
+        # holds the file's whole ``ast`` until a collector pass (the collector is off while
+        # libcst parses: +190 MB at 100k lines); the methods that need the facts are given them
         self.module = _Frame(None, None, None)
         self.frames: dict[int, _Frame] = {}
         self.top: dict[str, list[_Frame]] = {}
         #: the methods of each class (``id`` of the ``ClassDef``)
         self.by_class: dict[int, list[_Frame]] = {}
-        self._collect(facts.tree, dtypes)
+        self._collect(facts, dtypes)
         self._settle()
 
     @classmethod
@@ -80,8 +82,8 @@ class DevScopes:
         return found
 
     # -- collection ------------------------------------------------------------------------------
-    def _collect(self, tree: ast.Module, dtypes: frozenset[str]) -> None:
-        facts = self.facts
+    def _collect(self, facts: Facts, dtypes: frozenset[str]) -> None:
+        tree = facts.tree
         # (node, its frame, the class whose body directly holds it, else None)
         stack: list = [(s, self.module, None) for s in tree.body]
         pop, push, AST = stack.pop, stack.append, ast.AST
@@ -180,7 +182,7 @@ class DevScopes:
         return owner is not None and bool(frame.reads) and self._class_stores(owner, frame.reads)
 
     # -- queries ---------------------------------------------------------------------------------
-    def may_report(self, call: ast.Call, context: ast.AST) -> bool:
+    def may_report(self, call: ast.Call, context: ast.AST, facts: Facts) -> bool:
         """May DEV111 report ``call``, whose innermost ``def`` is ``context`` (anything else
         stands for the module body)? Where its frame may see no device value: only a call of a
         module-level function's own parameter. Where the frame moves no value that may be an
@@ -196,7 +198,7 @@ class DevScopes:
             return frame.sees
         if self.param_callee(call, frame):
             return True
-        return frame.sees and (self.loss_callee(call) or self._device_callee(call, frame))
+        return frame.sees and (self.loss_callee(call, facts) or self._device_callee(call, frame))
 
     def param_callee(self, call: ast.Call, frame: _Frame) -> bool:
         """Is ``call`` a call of a parameter of a module-level function (``model(x)``,
@@ -212,7 +214,7 @@ class DevScopes:
         args = frame.node.args
         return any(a.arg == func.id for a in (*args.posonlyargs, *args.args, *args.kwonlyargs))
 
-    def loss_callee(self, call: ast.Call) -> bool:
+    def loss_callee(self, call: ast.Call, facts: Facts) -> bool:
         """May the dataflow take the callee for a loss: a dotted name with a part named like one
         (``criterion``, ``self.loss_fn``: ``ModelCallCheck.loss_named``), a ``torch.nn.functional``
         loss through the imports, or, where the file builds a ``*Loss`` module, any callee
@@ -222,18 +224,11 @@ class DevScopes:
             return False
         if any(_LOSS_CALLEE.match(part) for part in name.split(".")):
             return True
-        for full in self.facts.resolve(call.func):
+        for full in facts.resolve(call.func):
             last = full.rsplit(".", 1)[-1]
             if full.startswith("torch.nn.functional.") and ("loss" in last or "entropy" in last or last == "kl_div"):
                 return True
-        return self._builds_loss()
-
-    def _builds_loss(self) -> bool:
-        found = self.facts.memo.get("builds_loss")
-        if found is None:
-            found = self.facts.memo["builds_loss"] = any(
-                key.endswith("Loss") for table in (self.facts.methods, self.facts.functions) for key in table)
-        return found
+        return _builds_loss(facts)
 
     def _device_callee(self, call: ast.Call, frame: _Frame) -> bool:
         """May the callee hold a device value (``DeviceFlow._callee``): a name bound in this
@@ -301,3 +296,12 @@ def _nested(frame: _Frame):
         inner = stack.pop()
         yield inner
         stack.extend(inner.children)
+
+
+def _builds_loss(facts: Facts) -> bool:
+    """Does the file define or call a ``*Loss`` (a method or function key ending in ``Loss``)?"""
+    found = facts.memo.get("builds_loss")
+    if found is None:
+        found = facts.memo["builds_loss"] = any(
+            key.endswith("Loss") for table in (facts.methods, facts.functions) for key in table)
+    return found

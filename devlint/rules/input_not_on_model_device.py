@@ -31,7 +31,7 @@ def _candidate_call(facts) -> ast.Call | None:
             # (DeviceFlow.check_call's ``helper``), so the callee narrows nothing more; but
             # every finding needs a device value (or a partly moved batch) in the call's frame,
             # or a callee that is a parameter judged by the call sites (DevScopes)
-            if not scopes.may_report(call, context):
+            if not scopes.may_report(call, context, facts):
                 continue
             flow = flow or CpuFlow(facts, root)
             if any(not flow.quiet(a, context) for a in arguments(call)):
