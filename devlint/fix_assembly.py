@@ -40,8 +40,12 @@ def assemble(pending, positions, module: cst.Module, text: str, starts: list[int
         if callable(replacement):
             # code_for_node does not know the indentation of an enclosing block, so a compound
             # statement is checked by its first line and handed over as the file's own text
+            # (its source opens with its leading blank and comment lines, which its position skips)
             segment = text[begin:stop]
-            if segment.split("\n", 1)[0] != original.split("\n", 1)[0][: len(segment.split("\n", 1)[0])]:
+            first = segment.split("\n", 1)[0]
+            skip = len(getattr(node, "leading_lines", ()) or ())
+            parts = original.split("\n", skip + 1)
+            if skip >= len(parts) or first != parts[skip][: len(first)]:
                 return None
             original = segment
         elif text[begin:stop] != original:

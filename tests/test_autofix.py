@@ -250,6 +250,18 @@ def test_dev205_safe_and_dev201_dev204_unsafe(tmp_tree):
     assert_stable(text, unsafe=True)
 
 
+def test_dev201_moves_a_backward_out_of_a_top_level_block_after_blank_and_comment_lines():
+    """A module-level ``with`` rendered by libcst opens with its leading lines; the fix must
+    still match it by its first line (it was dropped when blank lines stood above it)."""
+    source = (
+        "import torch\n\nx = torch.ones(2, requires_grad=True)\n\n\n# the step\n"
+        "with torch.autocast('cpu', dtype=torch.bfloat16):\n    loss = (x * 2).sum()\n    loss.backward()\n"
+    )
+    new, count = fix_source(source.encode(), "a.py", ["DEV201"], [], unsafe=True)
+    assert count == 1
+    assert new.decode().endswith("    loss = (x * 2).sum()\nloss.backward()\n")
+
+
 def test_dev204_no_fix_when_an_update_exists_elsewhere():
     source = Rule204.flagged[0]
     finding = next(f for f in lint(Rule204.runnable(source), "a.py") if f.code == "DEV204")
