@@ -12,7 +12,6 @@ import ast
 from typing import TYPE_CHECKING
 
 from .batches import BATCH_PARAMS
-from .flow_tables import _PASSTHROUGH_ITER
 from .precheck_predicates import dotted, nodes_under, own_nodes, top_functions
 
 if TYPE_CHECKING:  # annotations only
@@ -41,10 +40,6 @@ def _is_none(expr: ast.AST) -> bool:
 #: ``torch.*`` prefixes whose calls the dataflow gives no tensor kind (``_library_call``).
 _NO_TENSOR_PREFIXES = ("torch.optim", "torch.utils", "torch.cuda", "torch.distributed", "torch.backends")
 _STEP_BUDGET = 20_000
-#: calls whose value may be a ``DataLoader`` (``DeviceFlow._call``/``_library_call``), whose items are batches
-_LOADER_CALLS = frozenset({"DataLoader", "Variable"}) | _PASSTHROUGH_ITER
-#: values that are never a loader (``DeviceFlow.value``: a container is a batch or nothing)
-_NO_LOADER = (ast.Tuple, ast.List, ast.Dict, ast.Set, ast.Constant, ast.JoinedStr, ast.ListComp, ast.SetComp, ast.DictComp)
 _WRAPPERS = frozenset({"compile", "DistributedDataParallel", "FullyShardedDataParallel"})
 _JOINS = frozenset({"stack", "cat", "concat", "concatenate", "vstack", "hstack", "dstack"})
 #: ``torch.<short>`` calls ``DeviceFlow._library_call`` may read as a CPU tensor by themselves
@@ -104,8 +99,6 @@ class CpuFlow:
                     if target.__class__ is _Name:
                         found.setdefault(target.id, []).append((node.value, method))
                         plain.add(id(target))
-                    elif target.__class__ is ast.Tuple or target.__class__ is ast.List:
-                        self._unpacked(target, node.value, method, found, plain)
             elif t is ast.AnnAssign or t is ast.AugAssign:
                 if node.target.__class__ is _Name:
                     plain.add(id(node.target))
@@ -124,44 +117,6 @@ class CpuFlow:
                 found.setdefault(arg, []).append(None)
         self._bindings[id(method)] = found
         return found
-
-    def _unpacked(self, target, value, method, found: dict[str, list], plain: set[int]) -> None:
-        """``a, b = <value>`` (``DeviceFlow.bind``): from a display of the same length, each name
-        holds its item; from a call that gives no loader (the dataflow's only kind whose items
-        are batches) and is quiet, each name holds an item of a quiet value, which is quiet too
-        (``DeviceFlow.element``: a CPU tensor or a batch only from one). Other names keep the
-        generic binding (``None``: may be anything)."""
-        elements = target.elts
-        if (value.__class__ is ast.Tuple or value.__class__ is ast.List) and len(value.elts) == len(elements) and not any(
-                e.__class__ is ast.Starred for e in (*elements, *value.elts)):
-            for t, e in zip(elements, value.elts):
-                if t.__class__ is _Name:
-                    found.setdefault(t.id, []).append((e, method))
-                    plain.add(id(t))
-                elif t.__class__ is ast.Tuple or t.__class__ is ast.List:
-                    self._unpacked(t, e, method, found, plain)
-            return
-        if value.__class__ is not _Call:
-            return
-        func = value.func
-        last = (dotted(func) or "").rsplit(".", 1)[-1]
-        if last in _LOADER_CALLS or (func.__class__ is _Name and func.id in self.helpers and not self._no_loader(func.id)):
-            return  # a DataLoader, what passes one through, or a helper whose summary may be one
-        for t in elements:
-            if t.__class__ is _Name:
-                found.setdefault(t.id, []).append(("items", value, method))
-                plain.add(id(t))
-
-    def _no_loader(self, name: str) -> bool:
-        """Is every module-level ``def name`` surely summarised as no ``DataLoader``
-        (``DeviceFlow.leave_FunctionDef``: that summary needs every ``return`` to give one):
-        one ``return`` of its own body gives nothing or a display, a constant or an f-string?"""
-        for statement in self.facts.tree.body:
-            if statement.__class__ in (ast.FunctionDef, ast.AsyncFunctionDef) and statement.name == name:
-                if not any(r.__class__ is ast.Return and (r.value is None or r.value.__class__ in _NO_LOADER)
-                           for r in own_nodes(statement)):
-                    return False
-        return True
 
     def _attr_bindings(self) -> dict[str, list]:
         """attribute -> [(value, method) or None] over every method of the class."""
@@ -227,7 +182,7 @@ class CpuFlow:
         before = self._assumed
         self._busy.add(key)
         try:
-            ok = all(b is not None and (self.quiet(b[1], b[2]) if len(b) == 3 else self.quiet(*b)) for b in bindings)
+            ok = all(b is not None and self.quiet(*b) for b in bindings)
         finally:
             self._busy.discard(key)
         if not ok or self._assumed == before or not self._busy:
@@ -276,8 +231,6 @@ class CpuFlow:
             return self.quiet(expr.body, method) or self.quiet(expr.orelse, method)
         if t is _Call:
             return self._quiet_call(expr, method)
-        if t in _DISPLAYS:  # never a CPU tensor; a batch only when every item is one
-            return self._not_cpub(expr, method)
         return False
 
     def _quiet_call(self, call: ast.Call, method: ast.AST) -> bool:

@@ -261,46 +261,6 @@ def test_cpu_flow_tells_quiet_values_from_possible_cpu_tensors():
     assert not flow.quiet(values["x"], init)  # x = torch.ones(3); x = x * 2: the cycle keeps the source
 
 
-def test_cpu_flow_reads_displays_and_unpacked_names_as_the_dataflow_does():
-    """A display is a CPU batch only when every item may be a CPU tensor; ``a, b = f(...)`` of
-    a quiet call gives quiet items, except where the value may be a ``DataLoader`` (its items
-    are batches): a DataLoader call, a pass-through (``iter``), a helper that may return one."""
-    text = (
-        "import torch\nimport torch.nn as nn\nfrom torch.utils.data import DataLoader\n"
-        "from .helpers import split_pool\n\n"
-        "def make_loader(ds):\n    return DataLoader(ds)\n\n"
-        "def make_pair(n):\n    return n, n + 1\n\n"
-        "class M(nn.Module):\n"
-        "    def __init__(self, dim, ds):\n"
-        "        super().__init__()\n"
-        "        self.shape = (dim, 1, 1) if dim else (dim,)\n"
-        "        self.sizes = [dim // 2 for _ in range(2)]\n"
-        "        self.grid = [torch.zeros(dim), torch.ones(dim)]\n"
-        "        pool, fc = split_pool(dim)\n"
-        "        self.pool = pool\n"
-        "        a, b = make_pair(dim)\n"
-        "        self.a = a\n"
-        "        x, y = DataLoader(ds)\n"
-        "        self.x = x\n"
-        "        u, v = make_loader(ds)\n"
-        "        self.u = u\n"
-        "        p, q = torch.zeros(2), dim\n"
-        "        self.p, self.q = p, q\n"
-        "        self.pp = p\n"
-        "        self.qq = q\n"
-    )
-    tree = ast.parse(text)
-    facts = precheck.Facts(tree, text)
-    cls = facts.classes[0]
-    init = cls.body[0]
-    flow = precheck.CpuFlow(facts, cls)
-    values = {s.targets[0].attr: s.value for s in ast.walk(init) if isinstance(s, ast.Assign) and isinstance(s.targets[0], ast.Attribute)}
-    for quiet in ("shape", "sizes", "pool", "a", "qq"):
-        assert flow.quiet(values[quiet], init), quiet
-    for loud in ("grid", "x", "u", "pp"):
-        assert not flow.quiet(values[loud], init), loud
-
-
 def test_new_predicates_spare_plain_model_files():
     """A model file with a forward, submodules and a `.to(dtype)` is no candidate for the
     dataflow rules (DEV111-DEV113) any more."""

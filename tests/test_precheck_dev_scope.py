@@ -194,3 +194,25 @@ def test_scopes_kept_for_the_file_hold_no_cycle_through_its_facts():
     finally:
         if was_enabled:
             gc.enable()
+
+
+@pytest.mark.parametrize("unpack", [
+    "imgs, pids = self.parse_data_for_train(data)",  # torchreid's engines, a mutant of seeded.py
+    "imgs, pids = data[0], data[1]",
+    "imgs, pids = data['img'], data['pid']",
+])
+def test_an_item_unpacked_beside_a_moved_sibling_stays_a_candidate(unpack):
+    """DEV111 reports the item left behind while its sibling moved, whatever the unpacked value
+    is (a call the pre-check finds quiet, a display of subscripts): the pre-check must keep the
+    file (reading such items as surely no CPU tensor lost these findings: reverted)."""
+    text = (
+        "import torch\n\n\nclass Engine:\n    def forward_backward(self, data):\n"
+        f"        {unpack}\n"
+        "        if self.use_gpu:\n            pids = pids.cuda()\n"
+        "        outputs = self.model(imgs)\n"
+        "        loss = self.criterion(outputs, pids)\n        loss.backward()\n"
+    )
+    on = [(f.code, f.line) for f in lint(text, "a.py", precheck=True) if f.code == "DEV111"]
+    off = [(f.code, f.line) for f in lint(text, "a.py", precheck=False) if f.code == "DEV111"]
+    assert off == [("DEV111", 9)]
+    assert on == off
