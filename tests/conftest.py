@@ -108,3 +108,43 @@ def one_torch_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
+
+
+def load_runtime_zoo(name: str):
+    """``fixtures/runtime/<name>.py`` as a module (the runtime trials are no package); the
+    "CUDA is not available" warnings of a ``torch.autocast("cuda")`` made at import are quiet."""
+    import importlib.util
+    import warnings
+
+    spec = importlib.util.spec_from_file_location(f"devlint_runtime_{name}", ROOT / "fixtures" / "runtime" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        spec.loader.exec_module(module)
+    return module
+
+
+def check_zoo_model(factory, seed: int = 0, **kw):
+    """``check_step`` of a zoo factory's step on the CPU, seeded; a ``GradScaler("cuda")``
+    without CUDA warns, which is quiet here."""
+    import warnings
+
+    import torch
+
+    from devlint.runtime import check_step
+
+    torch.manual_seed(seed)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        return check_step(factory(), devices=["cpu"], **kw)
+
+
+def assert_caught_and_named(report, kind: str, module: str | None, words: str | None) -> None:
+    """A planted bug's report: it fails, its first error is of ``kind`` (the cause comes first),
+    the first such error names ``module`` and one names ``words`` (name, op or message)."""
+    assert not report.ok
+    assert report.errors[0].kind == kind, str(report)
+    found = [f for f in report.errors if f.kind == kind]
+    assert module is None or found[0].module == module, str(report)
+    assert words is None or any(
+        words in " ".join(x or "" for x in (f.name, f.op, f.message)) for f in found), str(report)

@@ -5,11 +5,10 @@ runs (a decorator at import) runs as asked, gradients edited before ``scaler.uns
 ``scaler.update()`` without ``scaler.step``, a loss that underflows, a custom Function that
 returns another dtype, update errors that only a floor can judge. CPU only, tiny models."""
 
-import importlib.util
 import warnings
-from pathlib import Path
 
 import pytest
+from conftest import assert_caught_and_named, check_zoo_model, load_runtime_zoo
 
 torch = pytest.importorskip("torch")
 
@@ -20,19 +19,10 @@ from devlint.runtime.own_autocast import cuda_on_cpu  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
-_spec = importlib.util.spec_from_file_location(
-    "devlint_runtime_zoo_trial3", Path(__file__).resolve().parents[1] / "fixtures" / "runtime" / "zoo_trial3.py")
-zoo = importlib.util.module_from_spec(_spec)
-with warnings.catch_warnings():
-    warnings.simplefilter("ignore", UserWarning)  # "CUDA is not available ... Disabling autocast"
-    _spec.loader.exec_module(zoo)
+zoo = load_runtime_zoo("zoo_trial3")
 
 
-def _report(factory, **kw):
-    torch.manual_seed(0)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UserWarning)
-        return check_step(factory(), devices=["cpu"], **kw)
+_report = check_zoo_model
 
 
 def test_the_trial_is_large_enough():
@@ -47,13 +37,7 @@ def test_correct_model_passes(factory):
 
 @pytest.mark.parametrize("factory", list(zoo.PLANTED), ids=lambda f: f.__name__)
 def test_planted_bug_is_caught_and_named(factory):
-    kind, module, words = zoo.PLANTED[factory]
-    r = _report(factory)
-    assert not r.ok
-    assert r.errors[0].kind == kind, str(r)  # the cause comes first
-    found = [f for f in r.errors if f.kind == kind]
-    assert module is None or found[0].module == module, str(r)
-    assert words is None or any(words in " ".join(x or "" for x in (f.name, f.op, f.message)) for f in found), str(r)
+    assert_caught_and_named(_report(factory), *zoo.PLANTED[factory])
 
 
 # --- a "cuda" region made before the runs -------------------------------------------------

@@ -5,31 +5,21 @@ backward of a loss the scaler never scaled (gradient accumulation), ``.tolist()`
 stand-in GPU, an overflow in a convolution computed in float32 and rounded named at the
 convolution. CPU only, tiny models."""
 
-import importlib.util
-import warnings
-from pathlib import Path
-
 import pytest
+from conftest import assert_caught_and_named, check_zoo_model, load_runtime_zoo
 
 torch = pytest.importorskip("torch")
 
-from devlint.runtime import TrainingStep, autocast_policy, check_step  # noqa: E402
+from devlint.runtime import TrainingStep, autocast_policy  # noqa: E402
 from devlint.runtime.grad_edits import GradEdits  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
-_spec = importlib.util.spec_from_file_location(
-    "devlint_runtime_zoo_trial4", Path(__file__).resolve().parents[1] / "fixtures" / "runtime" / "zoo_trial4.py")
-zoo = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(zoo)
+zoo = load_runtime_zoo("zoo_trial4")
 F = torch.nn.functional
 
 
-def _report(factory, seed=0, **kw):
-    torch.manual_seed(seed)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UserWarning)  # a GradScaler("cuda") without CUDA warns
-        return check_step(factory(), devices=["cpu"], **kw)
+_report = check_zoo_model
 
 
 def test_the_trial_is_large_enough():
@@ -44,13 +34,7 @@ def test_correct_model_passes(factory):
 
 @pytest.mark.parametrize("factory", list(zoo.PLANTED), ids=lambda f: f.__name__)
 def test_planted_bug_is_caught_and_named(factory):
-    kind, module, words = zoo.PLANTED[factory]
-    r = _report(factory)
-    assert not r.ok
-    assert r.errors[0].kind == kind, str(r)  # the cause comes first
-    found = [f for f in r.errors if f.kind == kind]
-    assert module is None or found[0].module == module, str(r)
-    assert words is None or any(words in " ".join(x or "" for x in (f.name, f.op, f.message)) for f in found), str(r)
+    assert_caught_and_named(_report(factory), *zoo.PLANTED[factory])
 
 
 # --- a GradScaler made on every call ------------------------------------------------------
