@@ -110,6 +110,8 @@ def moved_text_items(text: str) -> frozenset[str]:
         if word is not None and word.group().lower() in _TEXT_ITEMS:
             found.add(word.group().lower())
     return frozenset(found)
+
+
 _SCATTERS = ("DataParallel", "DistributedDataParallel")
 #: methods of a module that are no forward pass
 _MODULE_API = frozenset(

@@ -29,18 +29,15 @@ from __future__ import annotations
 
 import ast
 import bisect
-import re
 from dataclasses import dataclass
-from itertools import accumulate, count
-from operator import add
 
 import libcst as cst
 
 from .inner_positions import lead_lines, lines_of, stub_lines
 from .node_memo import NodeMemo
 from .precheck import Facts
+from .source import line_starts
 
-_NEWLINE = re.compile(r"\r\n|\r|\n")
 
 
 def common_prefix(a: str, b: str) -> int:
@@ -128,7 +125,7 @@ class StatementCache:
         if lines is None:
             self.starts, self.lines = [], []  # cannot map the text: full parses only
             return
-        offsets = _line_offsets(text)
+        offsets = line_starts(text)
         self.starts, self.lines = [offsets[n - 1] for n in lines], lines
 
     def _incremental(self, text: str) -> cst.Module | None:
@@ -181,9 +178,9 @@ class StatementCache:
         lines = _first_lines(part, piece)
         if lines is None or (first > 0 and lines[0] != 1):
             return None
-        offsets = _line_offsets(piece)
+        offsets = line_starts(piece)
         base = 1 if first == 0 else self.lines[first]
-        line_delta = len(offsets) - len(_line_offsets(old_text[begin:end_new - delta]))
+        line_delta = len(offsets) - len(line_starts(old_text[begin:end_new - delta]))
         self.starts = [*starts[:first], *(begin + offsets[n - 1] for n in lines), *(s + delta for s in starts[last + 1:])]
         self.lines = [*self.lines[:first], *(base + n - 1 for n in lines), *(n + line_delta for n in self.lines[last + 1:])]
         self.stats = ParseStats(len(body), False)
@@ -349,7 +346,7 @@ def _reparse_inside(statement: cst.BaseStatement, old_piece: str, new_piece: str
     with the same indentation (``if 1:`` headers) and ends with a ``pass`` at their level, as
     the unchanged statement after them does in the whole text: a comment that would move to
     that statement, a block whose indentation differs or a parse error gives ``None``."""
-    offsets = _line_offsets(old_piece)
+    offsets = line_starts(old_piece)
     by_lines = memo is not None and "\r" not in old_piece
     state = NodeMemo(memo.get("lines") or {}) if by_lines else None
     node_ast, line = None, 1  # the stdlib tree of ``old_piece``'s statement; the line its text starts on
@@ -468,15 +465,8 @@ def _ast_of(tree_body, statements, index: int):
 
 
 def _line_count(text: str) -> int:
-    """How many lines ``text`` has, newlines as Python's (``len(_line_offsets(text))``)."""
-    return text.count("\n") + 1 if "\r" not in text else len(_line_offsets(text))
-
-
-def _line_offsets(text: str) -> list[int]:
-    """Offset where each line starts (line ``n`` at index ``n - 1``), newlines as Python's."""
-    if "\r" not in text:  # the lines' lengths summed in C (a Python step a newline: 4 ms for 5,000 lines)
-        return [0, *map(add, accumulate(map(len, text.split("\n")[:-1])), count(1))]
-    return [0, *(m.end() for m in _NEWLINE.finditer(text))]
+    """How many lines ``text`` has, newlines as Python's (``len(line_starts(text))``)."""
+    return text.count("\n") + 1 if "\r" not in text else len(line_starts(text))
 
 
 def _first_lines(module: cst.Module, text: str) -> list[int] | None:

@@ -30,13 +30,6 @@ _DISPLAYS = (ast.Tuple, ast.List, ast.Dict, ast.ListComp, ast.SetComp, ast.DictC
 #: literal is at most a CPU *device*; ``None``/``True``/``False`` are names never bound).
 _KINDLESS = (ast.Constant, ast.JoinedStr, ast.Lambda, ast.BoolOp, ast.Set, ast.Await, ast.Yield, ast.YieldFrom,
              ast.NamedExpr)
-
-
-def _is_none(expr: ast.AST) -> bool:
-    """The literal ``None``."""
-    return expr.__class__ is ast.Constant and expr.value is None
-
-
 #: ``torch.*`` prefixes whose calls the dataflow gives no tensor kind (``_library_call``).
 _NO_TENSOR_PREFIXES = ("torch.optim", "torch.utils", "torch.cuda", "torch.distributed", "torch.backends")
 _STEP_BUDGET = 20_000
@@ -49,6 +42,11 @@ _CPU_MAKING = frozenset(
     "Tensor FloatTensor DoubleTensor HalfTensor BFloat16Tensor LongTensor IntTensor ShortTensor CharTensor "
     "ByteTensor BoolTensor".split()
 )
+
+
+def _is_none(expr: ast.AST) -> bool:
+    """The literal ``None``."""
+    return expr.__class__ is ast.Constant and expr.value is None
 
 
 def _placement(statement: ast.Expr):

@@ -176,16 +176,3 @@ def test_the_noqa_line_map_of_random_edits_is_the_full_one(name):
             text = new
         ready = bool(expected)  # the map of a text that tokenized is kept for the next edit
     assert partial >= eligible * 3 // 4 and eligible >= 20  # most edits re-tokenized a small part only
-
-
-def test_line_offsets_summed_from_the_lines_are_those_of_each_newline():
-    import random
-    import re
-
-    from devlint.incremental import _line_offsets
-
-    newline = re.compile(r"\r\n|\r|\n")
-    rng = random.Random(3)
-    for _ in range(5000):
-        text = "".join(rng.choice(["a", "\n", "bb", "", "\n\n", "é", "\r\n", "\r"]) for _ in range(rng.randrange(0, 10)))
-        assert _line_offsets(text) == [0, *(m.end() for m in newline.finditer(text))], repr(text)
