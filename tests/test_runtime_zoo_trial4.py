@@ -91,6 +91,24 @@ def test_a_fresh_scaler_that_never_overflows_is_said_not_failed():
     assert r.ok and [(f.severity, f.module) for f in said] == [("info", "step_fn (the training step)")], str(r)
 
 
+def _fresh_small_scaler_step(model, batch, optimizer, scaler):
+    own = torch.amp.GradScaler("cuda", init_scale=1024.0)  # made anew, at the step's own scale
+    x, y = batch
+    optimizer.zero_grad()
+    loss = F.cross_entropy(model(x), y)
+    own.scale(loss).backward()
+    own.step(optimizer)
+    own.update()
+    return loss
+
+
+def test_a_fresh_scaler_is_said_at_its_own_initial_scale():
+    model, batch = _tabular(weight=1.0)
+    r = _report(lambda: TrainingStep(model, batch, zoo._classify, zoo._sgd, step_fn=_fresh_small_scaler_step))
+    said = [f.message for f in r.findings if f.op == "GradScaler.__init__"]
+    assert len(said) == 1 and "restarts at 1024 each step" in said[0], str(r)
+
+
 def test_the_built_in_step_never_has_a_fresh_scaler():
     # devlint's own scaler, made again while it settles the scale, is not the step's
     model, batch = _tabular()

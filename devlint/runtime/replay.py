@@ -84,7 +84,7 @@ class Raw:
     grad_edits: list = field(default_factory=list)  # gradients a step_fn changed before unscale_
     grad_unscaled: list = field(default_factory=list)  # gradients unscale_ divided that were never scaled
     fix: str | None = None  # a scaler misuse's own fix, when the step raised for it
-    fresh_scaler: bool = False  # float16: the step made the GradScaler it used during the call
+    fresh_scaler: float | None = None  # float16: init_scale of a GradScaler the step made and dropped
     mixes: list = field(default_factory=list)
     unmoved: dict = field(default_factory=dict)
     state: dict = field(default_factory=dict)  # references: buffers the step changed (CPU)
