@@ -64,6 +64,29 @@ def placement_findings(raw) -> list[Finding]:
                 f"hold the layers in nn.ModuleList (or nn.ModuleDict) instead of {container}",
                 module=f"{holder}, in a plain container", name=name, op=mix.op, device=STAND_IN_RUN,
                 related="DEV114"))
+        elif mix.key[0] == "host" and mix.op == "pack_padded_sequence":
+            findings.append(Finding(
+                "device-placement",
+                f"pack_padded_sequence in {mix.module} gets its lengths (shape {mix.shape}) on the model's "
+                "device: on a GPU this step fails with \"'lengths' argument should be a 1D CPU int64 tensor\"",
+                "pass the lengths on the CPU: pack_padded_sequence(x, lengths.cpu(), ...)",
+                module=mix.module, name=f"lengths of shape {mix.shape}", op="nn.utils.rnn.pack_padded_sequence",
+                device=STAND_IN_RUN))
+        elif mix.key[0] == "host":
+            findings.append(Finding(
+                "device-placement",
+                f"{mix.op}() in {mix.module} reads a tensor of shape {mix.shape} that is on the model's "
+                "device: on a GPU this step fails with \"can't convert cuda:0 device type tensor to numpy\"",
+                "copy it to the host first (t.detach().cpu().numpy()), or compute it with torch ops",
+                module=mix.module, name=f"tensor of shape {mix.shape}", op=mix.op, device=STAND_IN_RUN))
+        elif mix.key[0] == "generator":
+            gen = f"the CPU torch.Generator {mix.key[1]}" if mix.key[1] else "a CPU torch.Generator"
+            findings.append(Finding(
+                "device-placement",
+                f"{gen} drives {where}, which makes random numbers on the model's device: on a GPU "
+                "this step fails with \"Expected a 'cuda' device type for generator but found 'cpu'\"",
+                "make the generator on the model's device: torch.Generator(device=x.device)",
+                module=mix.module, name=mix.key[1] or "torch.Generator", op=mix.op, device=STAND_IN_RUN))
         elif mix.key[0] == "made":
             maker, maker_module = mix.key[1], mix.key[2]
             findings.append(Finding(

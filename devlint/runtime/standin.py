@@ -15,7 +15,12 @@ lives on). :class:`StandIn` is a dispatch mode that, while the step runs:
   accepts a CPU tensor (0-dim tensors, copies, CPU index tensors, ``pack_padded_sequence``
   and ``ctc_loss`` lengths, packed-sequence batch sizes): these are the device-placement
   bugs, named with the module running (``ModuleTracker``) and, where it can be found, the
-  parameter, buffer, attribute or factory the CPU tensor comes from.
+  parameter, buffer, attribute or factory the CPU tensor comes from;
+- records what a GPU refuses besides mixed tensors: ``Tensor.numpy()`` of a tensor on the
+  device (``np.percentile(logits)``), ``pack_padded_sequence`` lengths on the device (CUDA
+  takes them on the CPU only), and a random op on the device driven by a CPU
+  ``torch.Generator`` (:func:`host_generator_key`); ``torch.Generator(device=x.device)`` makes
+  a CPU generator that stands in for the device's (:class:`StandInGenerator`).
 """
 
 from __future__ import annotations
@@ -31,8 +36,8 @@ from torch.utils.weak import WeakIdKeyDictionary
 
 from .cuda_branch import cuda_branch
 
-__all__ = ["STAND_IN", "Tagged", "StandIn", "Mix", "StandInUnsupported", "stand_in", "unregistered_tensors",
-           "module_label", "prefer_foreach"]
+__all__ = ["STAND_IN", "Tagged", "StandIn", "StandInGenerator", "host_generator_key", "Mix", "StandInUnsupported",
+           "stand_in", "unregistered_tensors", "module_label", "prefer_foreach"]
 
 STAND_IN = "meta"
 _STAND_IN_DEVICE = torch.device(STAND_IN)
@@ -51,6 +56,9 @@ CPU_OK = {
 MODULE_INTERNALS = frozenset(vars(torch.nn.Module()))
 #: Ops whose later outputs stay on the CPU even on CUDA (packed-sequence batch sizes).
 _FIRST_OUTPUT_ONLY = {_aten._pack_padded_sequence.default}
+#: Takes its ``lengths`` on the CPU only, also on CUDA ("'lengths' argument should be a 1D CPU
+#: int64 tensor"): lengths on the device are recorded (:meth:`StandIn.host_read`).
+_PACK = _aten._pack_padded_sequence.default
 
 
 class Tagged(torch.Tensor):
@@ -79,6 +87,14 @@ class Tagged(torch.Tensor):
             return self.elem.detach().item().__format__(spec)
         return object.__format__(self, spec)
 
+    def numpy(self, *, force: bool = False):
+        # a GPU tensor has no numpy view: torch raises "can't convert cuda:0 device type tensor
+        # to numpy" unless force=True copies it; recorded, and the data given so the rest of
+        # the step is still checked for placement
+        if not force and _ACTIVE:
+            _ACTIVE[-1].host_read("Tensor.numpy", self)
+        return self.elem.numpy(force=force)
+
     def tolist(self):
         # torch refuses ``tolist`` of any tensor subclass; on a GPU it copies the data to the
         # host (a training step turning rewards into Python floats for a loop): the data's list
@@ -105,6 +121,54 @@ class Tagged(torch.Tensor):
         uargs, ukwargs = _unwrap((args, kwargs or {}))
         out = func(*uargs, **ukwargs)
         return _map(lambda t: _tag(t) if type(t) is torch.Tensor else t, out)
+
+
+#: The generators :class:`StandInGenerator` made for the stand-in (while it runs; cleared on exit).
+_GENERATORS: list = []
+
+
+class _AnyGenerator(type(torch._C.Generator)):
+    """``isinstance(g, torch.Generator)`` stays true of every generator while the stand-in
+    puts :class:`StandInGenerator` in ``torch.Generator``'s place."""
+
+    def __instancecheck__(cls, obj) -> bool:
+        return isinstance(obj, torch._C.Generator)
+
+    def __subclasscheck__(cls, sub) -> bool:
+        return issubclass(sub, torch._C.Generator)
+
+
+class StandInGenerator(torch.Generator, metaclass=_AnyGenerator):
+    """``torch.Generator(device=...)`` while the stand-in runs: the stand-in device has no
+    generator of its own (torch raises "META device type not an accelerator" for
+    ``torch.Generator(device=x.device)``), so a generator asked for it is a CPU generator,
+    remembered in ``_GENERATORS`` (a random op of the device may use it); any other device's is made
+    as asked."""
+
+    def __new__(cls, device=None):
+        return super().__new__(cls, "cpu" if _is_stand_in(device) else device)
+
+    def __init__(self, device=None):
+        if _is_stand_in(device):
+            _GENERATORS.append(self)
+
+
+def _same_generator(a, b) -> bool:
+    """Whether two generator objects are one generator: torch gives an op a new Python object
+    for the same C++ generator, so they are compared by state (two CPU generators with equal
+    states are taken for one: a placement bug missed, never a false one)."""
+    return a is b or (a.device == b.device and torch.equal(a.get_state(), b.get_state()))
+
+
+def host_generator_key(gen) -> bool:
+    """Whether ``gen`` is a CPU generator a GPU's random op refuses ("Expected a 'cuda' device
+    type for generator but found 'cpu'"): a CPU ``torch.Generator`` not made for the stand-in."""
+    return isinstance(gen, torch._C.Generator) and gen.device.type == "cpu" \
+        and not any(_same_generator(gen, g) for g in _GENERATORS)
+
+
+#: The stand-in modes running (innermost last), for what a tensor method records.
+_ACTIVE: list = []
 
 
 class Tracker(ModuleTracker):
@@ -402,6 +466,10 @@ class StandIn(TorchDispatchMode):
                 ukwargs["device"] = _CPU
         else:
             ukwargs = {}
+        if kwargs and (tagged or to_stand_in) and host_generator_key(kwargs.get("generator")):
+            self._host_generator(func, kwargs["generator"])
+        if func is _PACK and len(args) > 1 and type(args[1]) is Tagged:  # lengths on the device
+            self.host_read("pack_padded_sequence", args[1])
         if untagged:
             if any(t.device.type == STAND_IN for t in untagged):
                 raise RuntimeError(f"{func} got a tensor on the meta device without data (made outside "
@@ -446,6 +514,19 @@ class StandIn(TorchDispatchMode):
                 key = self.made.get(t)
                 key = ("id", id(t)) if key is None else key
                 self.mixes.append(Mix(str(func), module, key, list(t.shape), self.tracker.is_bw))
+
+    def host_read(self, op: str, t: torch.Tensor) -> None:
+        """Record a device tensor where a GPU takes only a host one (``op``: ``Tensor.numpy``,
+        ``pack_padded_sequence``'s lengths): a :class:`Mix` keyed ``("host", op)``."""
+        self.mixes.append(Mix(op, self._label(), ("host", op), list(t.shape), self.tracker.is_bw))
+
+    def _host_generator(self, func, gen) -> None:
+        """Record a random op on the device driven by a CPU generator: a :class:`Mix` keyed
+        ``("generator", name)``, name the dotted attribute of the model holding it, or None."""
+        name = next((f"{m}.{a}" if m else a for m, mod in self.model.named_modules()
+                     for a, v in vars(mod).items()
+                     if isinstance(v, torch._C.Generator) and _same_generator(v, gen)), None)
+        self.mixes.append(Mix(str(func), self._label(), ("generator", name), [], self.tracker.is_bw))
 
     def _wrap(self, func, tagged, out):
         def wrap(t):
@@ -591,14 +672,21 @@ def stand_in(model: torch.nn.Module, backward_labels: bool = True):
                 mode.lenient -= 1
         return call
 
+    generator = torch.Generator
     try:
         for n, f in saved.items():
             setattr(torch, n, _tensor_factory(f, n, mode))
         torch.amp.autocast_mode.autocast.__init__ = init
         torch.ctc_loss, F.ctc_loss = lenient(ctc[0]), lenient(ctc[1])
+        torch.Generator = StandInGenerator
+        _ACTIVE.append(mode)
         with tracker, mode, cuda_branch(Tagged, STAND_IN):
             yield mode, tracker
     finally:
+        if mode in _ACTIVE:
+            _ACTIVE.remove(mode)
+        torch.Generator = generator
+        _GENERATORS.clear()
         for n, f in saved.items():
             setattr(torch, n, f)
         torch.amp.autocast_mode.autocast.__init__ = autocast_init
