@@ -16,7 +16,7 @@ import torch
 from . import probes, underflow_probe
 from .by_module import tiny_counts
 from .compare import DTYPES, Tolerances, Verdict
-from .names import first_line, module_of
+from .names import first_line, module_of, reachable_tensors
 from .report import STAND_IN_RUN, Finding
 
 __all__ = ["placement_findings", "master_weights", "nonfinite_finding", "mismatch_finding",
@@ -31,11 +31,13 @@ _LOW = (torch.float16, torch.bfloat16)
 _MISMATCH = 'on a GPU this step fails with "Expected all tensors to be on the same device"'
 
 
-def placement_findings(raw) -> list[Finding]:
+def placement_findings(raw, step=None) -> list[Finding]:
     """Turn the stand-in run's mixes into ``device-placement`` findings, one per distinct
-    tensor (a layer in a plain list counts once)."""
+    tensor (a layer in a plain list counts once). ``step``: the step run, whose globals and
+    closures name a CPU tensor it never moves (:func:`names.reachable_tensors`)."""
     findings: list[Finding] = []
     seen: set = set()
+    reachable = None
     for mix in raw.mixes:
         kind, name, holder = (raw.unmoved.get(mix.key[1], (None,) * 3) if mix.key[0] == "id"
                               else (None,) * 3)
@@ -93,10 +95,23 @@ def placement_findings(raw) -> list[Finding]:
                 "device-placement",
                 f"{maker} in {maker_module} creates a tensor on the CPU (no device=), and {where} "
                 f"uses it (shape {mix.shape}) with tensors on the model's device: {said}",
-                "pass device=x.device to the factory (or use a registered buffer)",
+                "pass device=x.device to the factory (or use a registered buffer)" if "(called by " not in maker
+                else "give that torch function tensors on the model's device (torch.tensor(v, device=x.device))",
                 module=maker_module, name=f"tensor of shape {mix.shape} from {maker}", op=mix.op,
                 device=STAND_IN_RUN, related="DEV112"))
         else:
+            if reachable is None:
+                reachable = reachable_tensors(step) if step is not None and mix.key[0] == "id" else {}
+            named = reachable.get(mix.key[1]) if mix.key[0] == "id" else None
+            if named:
+                findings.append(Finding(
+                    "device-placement",
+                    f"tensor {named} is on the CPU and the step never moves it; {where} uses it "
+                    f"(shape {mix.shape}) with tensors on the model's device: {said}",
+                    "make it a buffer of the module that uses it (register_buffer), or move it with "
+                    ".to(x.device) where it is used",
+                    module=mix.module, name=named, op=mix.op, device=STAND_IN_RUN))
+                continue
             findings.append(Finding(
                 "device-placement",
                 f"a CPU tensor of shape {mix.shape} that the step never moves (a global, a closure, "

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import re
+import sys
 from dataclasses import dataclass
 
 import torch
@@ -628,6 +629,21 @@ def _without_cpu_kernel(func, args, kwargs, exc):
     return _map(lambda t: t.to(dtype) if t.dtype == torch.float64 else t, out)
 
 
+def _torch_caller(frame) -> str:
+    """``" (called by Beta.__init__ in torch.distributions.beta)"`` when ``frame``, the caller
+    of a factory, is torch's own code: the torch function the step called, which the step's
+    author can find in their code (``torch.distributions.Beta(0.4, 0.4)`` makes its parameters
+    with ``torch.tensor``); ``""`` when the step called the factory itself."""
+    while frame is not None and str(frame.f_globals.get("__name__", "")).startswith("devlint.runtime"):
+        frame = frame.f_back  # devlint's own wrappers of the factory (cuda_branch)
+    if frame is None or not str(frame.f_globals.get("__name__", "")).startswith("torch."):
+        return ""
+    entry = frame
+    while frame is not None and str(frame.f_globals.get("__name__", "")).startswith("torch."):
+        entry, frame = frame, frame.f_back
+    return f" (called by {entry.f_code.co_qualname} in {entry.f_globals['__name__']})"
+
+
 def _tensor_factory(orig, name: str, mode=None):
     """``torch.<name>`` (``tensor``, ``as_tensor``, ``asarray``, ``from_numpy``) on the stand-in:
     ``device="meta"`` makes a tagged tensor; a CPU tensor made from data while ``mode`` runs the
@@ -639,7 +655,7 @@ def _tensor_factory(orig, name: str, mode=None):
         out = orig(data, *args, **kwargs) if name == "from_numpy" else orig(data, *args, device=device, **kwargs)
         if mode is not None and type(out) is torch.Tensor and out.device.type == "cpu" \
                 and not isinstance(data, torch.Tensor):  # (lift_fresh recorded its own input)
-            mode.made[out] = ("made", f"torch.{name}", mode._label())
+            mode.made[out] = ("made", f"torch.{name}{_torch_caller(sys._getframe(1))}", mode._label())
         return out
 
     return make
