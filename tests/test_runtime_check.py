@@ -3,6 +3,7 @@
 import importlib.util
 import json
 import math
+import warnings
 from pathlib import Path
 
 import pytest
@@ -329,6 +330,26 @@ def test_step_fn_without_loss_scaling_underflows():
                    devices=["cpu"], modes=["float16"])
     (f,) = [f for f in r.findings if f.kind == "underflow"]
     assert f.severity == "error" and "never called" in f.message and not r.ok
+
+
+def test_step_fn_scaling_with_its_own_disabled_scaler_is_said_so():
+    with warnings.catch_warnings():  # GradScaler("cuda") on a machine without CUDA warns
+        warnings.simplefilter("ignore", UserWarning)
+        own = torch.amp.GradScaler("cuda", enabled=False)  # bug: a config check turned it off
+
+    def step_fn(model, batch, optimizer, scaler):
+        loss = _ce(model, batch) * 1e-7
+        own.scale(loss).backward()
+        own.step(optimizer)
+        own.update()
+        return loss
+
+    model, batch = _tiny()
+    r = check_step(TrainingStep(model, batch, _ce, lambda p: torch.optim.SGD(p, lr=0.1), step_fn=step_fn),
+                   devices=["cpu"], modes=["float16"])
+    (f,) = [f for f in r.findings if f.kind == "underflow"]
+    assert f.severity == "error" and "its own GradScaler is disabled" in f.message, str(r)
+    assert "enabled=" in f.fix and "never called" not in f.message
 
 
 def test_underflow_recovered_by_the_scaler_is_information_only():

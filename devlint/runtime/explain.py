@@ -375,11 +375,16 @@ def underflow_finding(step, raw, ref, tol: Tolerances) -> Finding | None:
                f"subnormal (2**-24) and would be zero without loss scaling; the GradScaler at scale "
                f"{raw.scale:g} keeps {kept} of them")
     else:
+        why = ("its own GradScaler is disabled: made with enabled=False, scaler.scale(loss) returns "
+               "the loss unscaled" if getattr(raw, "disabled_scaler", False)
+               else "scaler.scale(loss) is never called")
         msg = (f"{frac:.1%} of gradient elements ({lost} of {total}) are zero in the float16 run but "
-               "non-zero in float32: the step does not scale the loss (scaler.scale(loss) is never called)")
+               f"non-zero in float32: the step does not scale the loss ({why})")
+    fix = ("enable the GradScaler for float16 (check the condition its enabled= is given), or "
+           "autocast to bfloat16" if not raw.scaler_used and getattr(raw, "disabled_scaler", False) else
+           "keep torch.amp.GradScaler with float16 (scaler.scale(loss).backward()), or autocast to bfloat16")
     return Finding(
-        "underflow", msg, "keep torch.amp.GradScaler with float16 (scaler.scale(loss).backward()), "
-        "or autocast to bfloat16",
+        "underflow", msg, fix,
         module=module_of(step.model, worst), name=worst, op="float16 backward", device=raw.device,
         mode="float16", related="DEV202",
         details={"fraction": frac, "lost": lost, "total": total, "kept_by_scaler": kept},
