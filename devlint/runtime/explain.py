@@ -16,7 +16,7 @@ import torch
 from . import probes, underflow_probe
 from .by_module import tiny_counts
 from .compare import DTYPES, Tolerances, Verdict
-from .names import first_line, module_of
+from .names import first_line, module_of, reachable_tensors
 from .report import STAND_IN_RUN, Finding
 
 __all__ = ["placement_findings", "master_weights", "nonfinite_finding", "mismatch_finding",
@@ -31,11 +31,13 @@ _LOW = (torch.float16, torch.bfloat16)
 _MISMATCH = 'on a GPU this step fails with "Expected all tensors to be on the same device"'
 
 
-def placement_findings(raw) -> list[Finding]:
+def placement_findings(raw, step=None) -> list[Finding]:
     """Turn the stand-in run's mixes into ``device-placement`` findings, one per distinct
-    tensor (a layer in a plain list counts once)."""
+    tensor (a layer in a plain list counts once). ``step``: the step run, whose globals and
+    closures name a CPU tensor it never moves (:func:`names.reachable_tensors`)."""
     findings: list[Finding] = []
     seen: set = set()
+    reachable = None
     for mix in raw.mixes:
         kind, name, holder = (raw.unmoved.get(mix.key[1], (None,) * 3) if mix.key[0] == "id"
                               else (None,) * 3)
@@ -64,16 +66,52 @@ def placement_findings(raw) -> list[Finding]:
                 f"hold the layers in nn.ModuleList (or nn.ModuleDict) instead of {container}",
                 module=f"{holder}, in a plain container", name=name, op=mix.op, device=STAND_IN_RUN,
                 related="DEV114"))
+        elif mix.key[0] == "host" and mix.op == "pack_padded_sequence":
+            findings.append(Finding(
+                "device-placement",
+                f"pack_padded_sequence in {mix.module} gets its lengths (shape {mix.shape}) on the model's "
+                "device: on a GPU this step fails with \"'lengths' argument should be a 1D CPU int64 tensor\"",
+                "pass the lengths on the CPU: pack_padded_sequence(x, lengths.cpu(), ...)",
+                module=mix.module, name=f"lengths of shape {mix.shape}", op="nn.utils.rnn.pack_padded_sequence",
+                device=STAND_IN_RUN))
+        elif mix.key[0] == "host":
+            findings.append(Finding(
+                "device-placement",
+                f"{mix.op}() in {mix.module} reads a tensor of shape {mix.shape} that is on the model's "
+                "device: on a GPU this step fails with \"can't convert cuda:0 device type tensor to numpy\"",
+                "copy it to the host first (t.detach().cpu().numpy()), or compute it with torch ops",
+                module=mix.module, name=f"tensor of shape {mix.shape}", op=mix.op, device=STAND_IN_RUN))
+        elif mix.key[0] == "generator":
+            gen = f"the CPU torch.Generator {mix.key[1]}" if mix.key[1] else "a CPU torch.Generator"
+            findings.append(Finding(
+                "device-placement",
+                f"{gen} drives {where}, which makes random numbers on the model's device: on a GPU "
+                "this step fails with \"Expected a 'cuda' device type for generator but found 'cpu'\"",
+                "make the generator on the model's device: torch.Generator(device=x.device)",
+                module=mix.module, name=mix.key[1] or "torch.Generator", op=mix.op, device=STAND_IN_RUN))
         elif mix.key[0] == "made":
             maker, maker_module = mix.key[1], mix.key[2]
             findings.append(Finding(
                 "device-placement",
                 f"{maker} in {maker_module} creates a tensor on the CPU (no device=), and {where} "
                 f"uses it (shape {mix.shape}) with tensors on the model's device: {said}",
-                "pass device=x.device to the factory (or use a registered buffer)",
+                "pass device=x.device to the factory (or use a registered buffer)" if "(called by " not in maker
+                else "give that torch function tensors on the model's device (torch.tensor(v, device=x.device))",
                 module=maker_module, name=f"tensor of shape {mix.shape} from {maker}", op=mix.op,
                 device=STAND_IN_RUN, related="DEV112"))
         else:
+            if reachable is None:
+                reachable = reachable_tensors(step) if step is not None and mix.key[0] == "id" else {}
+            named = reachable.get(mix.key[1]) if mix.key[0] == "id" else None
+            if named:
+                findings.append(Finding(
+                    "device-placement",
+                    f"tensor {named} is on the CPU and the step never moves it; {where} uses it "
+                    f"(shape {mix.shape}) with tensors on the model's device: {said}",
+                    "make it a buffer of the module that uses it (register_buffer), or move it with "
+                    ".to(x.device) where it is used",
+                    module=mix.module, name=named, op=mix.op, device=STAND_IN_RUN))
+                continue
             findings.append(Finding(
                 "device-placement",
                 f"a CPU tensor of shape {mix.shape} that the step never moves (a global, a closure, "
@@ -337,11 +375,16 @@ def underflow_finding(step, raw, ref, tol: Tolerances) -> Finding | None:
                f"subnormal (2**-24) and would be zero without loss scaling; the GradScaler at scale "
                f"{raw.scale:g} keeps {kept} of them")
     else:
+        why = ("its own GradScaler is disabled: made with enabled=False, scaler.scale(loss) returns "
+               "the loss unscaled" if getattr(raw, "disabled_scaler", False)
+               else "scaler.scale(loss) is never called")
         msg = (f"{frac:.1%} of gradient elements ({lost} of {total}) are zero in the float16 run but "
-               "non-zero in float32: the step does not scale the loss (scaler.scale(loss) is never called)")
+               f"non-zero in float32: the step does not scale the loss ({why})")
+    fix = ("enable the GradScaler for float16 (check the condition its enabled= is given), or "
+           "autocast to bfloat16" if not raw.scaler_used and getattr(raw, "disabled_scaler", False) else
+           "keep torch.amp.GradScaler with float16 (scaler.scale(loss).backward()), or autocast to bfloat16")
     return Finding(
-        "underflow", msg, "keep torch.amp.GradScaler with float16 (scaler.scale(loss).backward()), "
-        "or autocast to bfloat16",
+        "underflow", msg, fix,
         module=module_of(step.model, worst), name=worst, op="float16 backward", device=raw.device,
         mode="float16", related="DEV202",
         details={"fraction": frac, "lost": lost, "total": total, "kept_by_scaler": kept},

@@ -6,17 +6,54 @@ itself as ``"Class (the model itself)"``, and an exception by its first line.
 
 from __future__ import annotations
 
+import os
 import re
 
 import torch
 
-__all__ = ["first_line", "module_of", "raising_module", "raising_function", "running_function"]
+__all__ = ["first_line", "module_of", "raising_module", "raising_function", "running_function", "reachable_tensors"]
 
 
 def first_line(exc: BaseException) -> str:
     """``"Type: first line of the message"`` (trailing period dropped), or ``"Type"``."""
     text = (str(exc).strip().splitlines() or [""])[0].rstrip(".")
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def reachable_tensors(step) -> dict[int, str]:
+    """The tensors a step's code reaches by name outside the model and batch: id -> name.
+
+    The globals of the Python modules that define the ``loss_fn``, the ``step_fn`` and the
+    ``forward`` of each of the model's classes (``"MEAN (a global of train.py)"``, a
+    module-level ImageNet mean: the file's name, or the module's without a file), and the
+    cells a ``loss_fn``/``step_fn`` closes over (``"weights (a variable the loss_fn closes
+    over)"``). torch's own modules are left out. Only read when a placement finding needs a
+    name (a walk of a few module dictionaries)."""
+    funcs = {"loss_fn": step.loss_fn, "step_fn": step.step_fn}
+    spaces = [getattr(getattr(f, "__func__", f), "__globals__", None) for f in funcs.values()]
+    spaces += [getattr(getattr(type(m), "forward", None), "__globals__", None) for m in step.model.modules()]
+    found: dict[int, str] = {}
+    seen: set = set()
+    for space in spaces:
+        if not isinstance(space, dict) or id(space) in seen or str(space.get("__name__", "")).startswith("torch"):
+            continue
+        seen.add(id(space))
+        file = space.get("__file__")
+        where = os.path.basename(file) if isinstance(file, str) else str(space.get("__name__", "?"))
+        for key, value in list(space.items()):
+            if isinstance(value, torch.Tensor):
+                found.setdefault(id(value), f"{key} (a global of {where})")
+    for role, f in funcs.items():
+        f = getattr(f, "__func__", f)
+        cells = zip(getattr(getattr(f, "__code__", None), "co_freevars", ()), getattr(f, "__closure__", None) or ())
+        for key, cell in cells:
+            try:
+                value = cell.cell_contents
+            except ValueError:  # an empty cell
+                continue
+            if isinstance(value, torch.Tensor):
+                found.setdefault(id(value), f"{key} (a variable the {role} closes over)")
+    return found
 
 
 def module_of(model: torch.nn.Module, name: str) -> str:

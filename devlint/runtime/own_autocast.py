@@ -41,11 +41,14 @@ _MADE_IN_RUNS: weakref.WeakSet = weakref.WeakSet()
 
 
 class _Made(list):
-    """The scalers :func:`cuda_on_cpu` made the CPU's; ``new``: those constructed in its block."""
+    """The scalers :func:`cuda_on_cpu` made the CPU's; ``new``: those constructed in its block;
+    ``disabled``: the disabled scalers whose ``scale`` was called in it (``enabled=False``: the
+    loss passes unscaled)."""
 
     def __init__(self):
         super().__init__()
         self.new: list = []
+        self.disabled: list = []
 
 
 @contextlib.contextmanager
@@ -70,7 +73,8 @@ def cuda_on_cpu(scale: float = 1.0, dtypes: set | None = None):
     autocast as CUDA's while it runs (``torch.is_autocast_enabled("cuda")``,
     ``torch.get_autocast_dtype("cuda")``, its ``cast_inputs``). Yields the list of the
     enabled scalers made (CPU ``torch.amp.GradScaler``), in order, whose ``new`` lists those
-    constructed in the block (not made before it and converted); ``dtypes``, if given,
+    constructed in the block (not made before it and converted) and ``disabled`` the
+    disabled ones whose ``scale`` was called (as asked, ``enabled=False``, or left disabled); ``dtypes``, if given,
     collects the dtype (``"float16"``) of every enabled region made for ``"cuda"``."""
     region, scaler, amp = torch.amp.autocast_mode.autocast, torch.amp.GradScaler, torch.amp.autocast_mode
     real_region, real_scaler = region.__init__, scaler.__init__
@@ -148,6 +152,8 @@ def cuda_on_cpu(scale: float = 1.0, dtypes: set | None = None):
                         asked["backoff_factor"], asked["growth_interval"], True)
             converted.append((self, saved))
             made.append(self)
+        if not self._enabled and all(s is not self for s in made.disabled):
+            made.disabled.append(self)
         return real_scale(self, outputs)
 
     region.__init__, scaler.__init__, scaler.scale = region_init, scaler_init, scale_

@@ -72,6 +72,7 @@ class Raw:
     skipped_steps: int | None = None
     scale: float | None = None
     scaler_used: bool = True
+    disabled_scaler: bool = False  # the step called scale() of its own disabled GradScaler
     nonfinite: bool = False
     error: str | None = None
     error_kind: str | None = None  # "device", "fp16-grads", "unsupported", "other"
@@ -300,6 +301,7 @@ def _run_once(step: TrainingStep, device: str, mode: str, seed: int, *, keep: bo
         hook.remove()
         raw.rng_used = not torch.equal(rng_before, torch.get_rng_state())
         made = [s for s in getattr(own, "new", ()) if s is not scaler]  # the step's, not devlint's
+        raw.disabled_scaler = any(s is not scaler for s in getattr(own, "disabled", ()))
         if mode == "float16" and step.step_fn is not None and made:
             raw.fresh_scaler = scaler_lifetime.step_local(made, (own, own.new))
         # the step's own scalers are judged in the float16 run (the one that settles the scale)

@@ -198,7 +198,7 @@ def _check_into(report: Report, step, devices, modes, tols, seed, kernels: str =
         report.findings.append(mw)
     bench = WorkingCopy(step.model)
     ref = run_once(step, "cpu", "float32", seed, keep=True, stand_in=True, bench=bench)
-    placement = placement_findings(ref)
+    placement = placement_findings(ref, step)
     report.findings.extend(placement)
     if ref.error:
         plain = run_once(step, "cpu", "float32", seed, keep=True, bench=bench)

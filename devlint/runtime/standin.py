@@ -15,13 +15,19 @@ lives on). :class:`StandIn` is a dispatch mode that, while the step runs:
   accepts a CPU tensor (0-dim tensors, copies, CPU index tensors, ``pack_padded_sequence``
   and ``ctc_loss`` lengths, packed-sequence batch sizes): these are the device-placement
   bugs, named with the module running (``ModuleTracker``) and, where it can be found, the
-  parameter, buffer, attribute or factory the CPU tensor comes from.
+  parameter, buffer, attribute or factory the CPU tensor comes from;
+- records what a GPU refuses besides mixed tensors: ``Tensor.numpy()`` of a tensor on the
+  device (``np.percentile(logits)``), ``pack_padded_sequence`` lengths on the device (CUDA
+  takes them on the CPU only), and a random op on the device driven by a CPU
+  ``torch.Generator`` (:func:`host_generator_key`); ``torch.Generator(device=x.device)`` makes
+  a CPU generator that stands in for the device's (:class:`StandInGenerator`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import re
+import sys
 from dataclasses import dataclass
 
 import torch
@@ -31,8 +37,8 @@ from torch.utils.weak import WeakIdKeyDictionary
 
 from .cuda_branch import cuda_branch
 
-__all__ = ["STAND_IN", "Tagged", "StandIn", "Mix", "StandInUnsupported", "stand_in", "unregistered_tensors",
-           "module_label", "prefer_foreach"]
+__all__ = ["STAND_IN", "Tagged", "StandIn", "StandInGenerator", "host_generator_key", "Mix", "StandInUnsupported",
+           "stand_in", "unregistered_tensors", "module_label", "prefer_foreach"]
 
 STAND_IN = "meta"
 _STAND_IN_DEVICE = torch.device(STAND_IN)
@@ -51,6 +57,9 @@ CPU_OK = {
 MODULE_INTERNALS = frozenset(vars(torch.nn.Module()))
 #: Ops whose later outputs stay on the CPU even on CUDA (packed-sequence batch sizes).
 _FIRST_OUTPUT_ONLY = {_aten._pack_padded_sequence.default}
+#: Takes its ``lengths`` on the CPU only, also on CUDA ("'lengths' argument should be a 1D CPU
+#: int64 tensor"): lengths on the device are recorded (:meth:`StandIn.host_read`).
+_PACK = _aten._pack_padded_sequence.default
 
 
 class Tagged(torch.Tensor):
@@ -79,6 +88,14 @@ class Tagged(torch.Tensor):
             return self.elem.detach().item().__format__(spec)
         return object.__format__(self, spec)
 
+    def numpy(self, *, force: bool = False):
+        # a GPU tensor has no numpy view: torch raises "can't convert cuda:0 device type tensor
+        # to numpy" unless force=True copies it; recorded, and the data given so the rest of
+        # the step is still checked for placement
+        if not force and _ACTIVE:
+            _ACTIVE[-1].host_read("Tensor.numpy", self)
+        return self.elem.numpy(force=force)
+
     def tolist(self):
         # torch refuses ``tolist`` of any tensor subclass; on a GPU it copies the data to the
         # host (a training step turning rewards into Python floats for a loop): the data's list
@@ -105,6 +122,54 @@ class Tagged(torch.Tensor):
         uargs, ukwargs = _unwrap((args, kwargs or {}))
         out = func(*uargs, **ukwargs)
         return _map(lambda t: _tag(t) if type(t) is torch.Tensor else t, out)
+
+
+#: The generators :class:`StandInGenerator` made for the stand-in (while it runs; cleared on exit).
+_GENERATORS: list = []
+
+
+class _AnyGenerator(type(torch._C.Generator)):
+    """``isinstance(g, torch.Generator)`` stays true of every generator while the stand-in
+    puts :class:`StandInGenerator` in ``torch.Generator``'s place."""
+
+    def __instancecheck__(cls, obj) -> bool:
+        return isinstance(obj, torch._C.Generator)
+
+    def __subclasscheck__(cls, sub) -> bool:
+        return issubclass(sub, torch._C.Generator)
+
+
+class StandInGenerator(torch.Generator, metaclass=_AnyGenerator):
+    """``torch.Generator(device=...)`` while the stand-in runs: the stand-in device has no
+    generator of its own (torch raises "META device type not an accelerator" for
+    ``torch.Generator(device=x.device)``), so a generator asked for it is a CPU generator,
+    remembered in ``_GENERATORS`` (a random op of the device may use it); any other device's is made
+    as asked."""
+
+    def __new__(cls, device=None):
+        return super().__new__(cls, "cpu" if _is_stand_in(device) else device)
+
+    def __init__(self, device=None):
+        if _is_stand_in(device):
+            _GENERATORS.append(self)
+
+
+def _same_generator(a, b) -> bool:
+    """Whether two generator objects are one generator: torch gives an op a new Python object
+    for the same C++ generator, so they are compared by state (two CPU generators with equal
+    states are taken for one: a placement bug missed, never a false one)."""
+    return a is b or (a.device == b.device and torch.equal(a.get_state(), b.get_state()))
+
+
+def host_generator_key(gen) -> bool:
+    """Whether ``gen`` is a CPU generator a GPU's random op refuses ("Expected a 'cuda' device
+    type for generator but found 'cpu'"): a CPU ``torch.Generator`` not made for the stand-in."""
+    return isinstance(gen, torch._C.Generator) and gen.device.type == "cpu" \
+        and not any(_same_generator(gen, g) for g in _GENERATORS)
+
+
+#: The stand-in modes running (innermost last), for what a tensor method records.
+_ACTIVE: list = []
 
 
 class Tracker(ModuleTracker):
@@ -402,6 +467,10 @@ class StandIn(TorchDispatchMode):
                 ukwargs["device"] = _CPU
         else:
             ukwargs = {}
+        if kwargs and (tagged or to_stand_in) and host_generator_key(kwargs.get("generator")):
+            self._host_generator(func, kwargs["generator"])
+        if func is _PACK and len(args) > 1 and type(args[1]) is Tagged:  # lengths on the device
+            self.host_read("pack_padded_sequence", args[1])
         if untagged:
             if any(t.device.type == STAND_IN for t in untagged):
                 raise RuntimeError(f"{func} got a tensor on the meta device without data (made outside "
@@ -446,6 +515,19 @@ class StandIn(TorchDispatchMode):
                 key = self.made.get(t)
                 key = ("id", id(t)) if key is None else key
                 self.mixes.append(Mix(str(func), module, key, list(t.shape), self.tracker.is_bw))
+
+    def host_read(self, op: str, t: torch.Tensor) -> None:
+        """Record a device tensor where a GPU takes only a host one (``op``: ``Tensor.numpy``,
+        ``pack_padded_sequence``'s lengths): a :class:`Mix` keyed ``("host", op)``."""
+        self.mixes.append(Mix(op, self._label(), ("host", op), list(t.shape), self.tracker.is_bw))
+
+    def _host_generator(self, func, gen) -> None:
+        """Record a random op on the device driven by a CPU generator: a :class:`Mix` keyed
+        ``("generator", name)``, name the dotted attribute of the model holding it, or None."""
+        name = next((f"{m}.{a}" if m else a for m, mod in self.model.named_modules()
+                     for a, v in vars(mod).items()
+                     if isinstance(v, torch._C.Generator) and _same_generator(v, gen)), None)
+        self.mixes.append(Mix(str(func), self._label(), ("generator", name), [], self.tracker.is_bw))
 
     def _wrap(self, func, tagged, out):
         def wrap(t):
@@ -547,6 +629,21 @@ def _without_cpu_kernel(func, args, kwargs, exc):
     return _map(lambda t: t.to(dtype) if t.dtype == torch.float64 else t, out)
 
 
+def _torch_caller(frame) -> str:
+    """``" (called by Beta.__init__ in torch.distributions.beta)"`` when ``frame``, the caller
+    of a factory, is torch's own code: the torch function the step called, which the step's
+    author can find in their code (``torch.distributions.Beta(0.4, 0.4)`` makes its parameters
+    with ``torch.tensor``); ``""`` when the step called the factory itself."""
+    while frame is not None and str(frame.f_globals.get("__name__", "")).startswith("devlint.runtime"):
+        frame = frame.f_back  # devlint's own wrappers of the factory (cuda_branch)
+    if frame is None or not str(frame.f_globals.get("__name__", "")).startswith("torch."):
+        return ""
+    entry = frame
+    while frame is not None and str(frame.f_globals.get("__name__", "")).startswith("torch."):
+        entry, frame = frame, frame.f_back
+    return f" (called by {entry.f_code.co_qualname} in {entry.f_globals['__name__']})"
+
+
 def _tensor_factory(orig, name: str, mode=None):
     """``torch.<name>`` (``tensor``, ``as_tensor``, ``asarray``, ``from_numpy``) on the stand-in:
     ``device="meta"`` makes a tagged tensor; a CPU tensor made from data while ``mode`` runs the
@@ -558,7 +655,7 @@ def _tensor_factory(orig, name: str, mode=None):
         out = orig(data, *args, **kwargs) if name == "from_numpy" else orig(data, *args, device=device, **kwargs)
         if mode is not None and type(out) is torch.Tensor and out.device.type == "cpu" \
                 and not isinstance(data, torch.Tensor):  # (lift_fresh recorded its own input)
-            mode.made[out] = ("made", f"torch.{name}", mode._label())
+            mode.made[out] = ("made", f"torch.{name}{_torch_caller(sys._getframe(1))}", mode._label())
         return out
 
     return make
@@ -591,14 +688,21 @@ def stand_in(model: torch.nn.Module, backward_labels: bool = True):
                 mode.lenient -= 1
         return call
 
+    generator = torch.Generator
     try:
         for n, f in saved.items():
             setattr(torch, n, _tensor_factory(f, n, mode))
         torch.amp.autocast_mode.autocast.__init__ = init
         torch.ctc_loss, F.ctc_loss = lenient(ctc[0]), lenient(ctc[1])
+        torch.Generator = StandInGenerator
+        _ACTIVE.append(mode)
         with tracker, mode, cuda_branch(Tagged, STAND_IN):
             yield mode, tracker
     finally:
+        if mode in _ACTIVE:
+            _ACTIVE.remove(mode)
+        torch.Generator = generator
+        _GENERATORS.clear()
         for n, f in saved.items():
             setattr(torch, n, f)
         torch.amp.autocast_mode.autocast.__init__ = autocast_init

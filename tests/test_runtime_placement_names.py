@@ -1,0 +1,88 @@
+"""Names of the CPU tensors a step never moves: a global by its name and file, a variable a
+``loss_fn`` closes over by its name, a tensor torch's own code makes for the step by the torch
+function the step called. CPU only."""
+
+import pytest
+from conftest import check_zoo_model
+
+torch = pytest.importorskip("torch")
+
+from devlint.runtime import TrainingStep  # noqa: E402
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+F = torch.nn.functional
+nn = torch.nn
+
+
+def _sgd(params):
+    return torch.optim.SGD(params, lr=0.1)
+
+
+def _batch():
+    g = torch.Generator().manual_seed(0)
+    return torch.randn(8, 6, generator=g), torch.randint(0, 3, (8,), generator=g)
+
+
+def _placement(loss_fn, model=None):
+    model = model if model is not None else nn.Linear(6, 3)
+    r = check_zoo_model(lambda: TrainingStep(model, _batch(), loss_fn, _sgd), modes=["float32"])
+    return r, [f for f in r.findings if f.kind == "device-placement"]
+
+
+#: A module-level constant, never moved (as a training script keeps ImageNet statistics).
+GLOBAL_SCALE = torch.tensor([1.0, 2.0, 0.5])
+
+
+# --- CPU tensors named by the name the step reaches them by ---------------------------------------
+
+
+def test_a_closed_over_cpu_tensor_is_named():
+    weights = torch.tensor([1.0, 2.0, 0.5])  # class weights, never moved
+
+    def loss_fn(model, batch):
+        x, y = batch
+        return F.cross_entropy(model(x) * weights, y)
+
+    r, found = _placement(loss_fn)
+    assert [f.name for f in found] == ["weights (a variable the loss_fn closes over)"], str(r)
+
+
+class _GlobalScaled(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(6, 3)
+
+    def forward(self, x):
+        return self.fc(x) * GLOBAL_SCALE
+
+
+def test_a_global_cpu_tensor_is_named_with_its_file():
+    r, found = _placement(lambda m, b: F.cross_entropy(m(b[0]), b[1]), _GlobalScaled())
+    assert [(f.name, f.module) for f in found] == [
+        ("GLOBAL_SCALE (a global of test_runtime_placement_names.py)", "_GlobalScaled (the model itself)")], str(r)
+
+
+def test_a_cpu_tensor_inside_another_object_is_still_said_by_its_shape():
+    class Extra:  # an object devlint does not walk, made before the step
+        def __init__(self):
+            self.bias = torch.ones(3)
+
+    extra = Extra()
+
+    def loss_fn(model, batch):
+        x, y = batch
+        return F.cross_entropy(model(x) + extra.bias, y)
+
+    r, found = _placement(loss_fn)
+    assert [f.name for f in found] == ["tensor of shape [3]"], str(r)
+
+
+def test_a_cpu_tensor_torch_makes_is_named_by_the_torch_function_called():
+    def loss_fn(model, batch):
+        x, y = batch
+        lam = torch.distributions.Uniform(0.0, 1.0).sample((1,))  # its bounds: CPU tensors
+        return F.cross_entropy(model(x) * lam, y)
+
+    r, found = _placement(loss_fn)
+    assert len(found) == 1 and "called by Uniform.__init__ in torch.distributions.uniform" in found[0].name, str(r)
