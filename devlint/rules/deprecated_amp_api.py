@@ -82,10 +82,25 @@ _FALLBACK_ERRORS = ("ImportError", "ModuleNotFoundError", "AttributeError")
 _STATEMENT_FIELDS = ("body", "orelse", "handlers", "finalbody", "cases")
 
 
-def _imported_names(body) -> set[str]:
+def _imported_names(body, remembered=None) -> set[str]:
     """Every name an ``import`` anywhere in these statements binds or names, nested blocks
     included (an expression holds no statement, so only statements are walked): the only
-    names that resolve through the imports, and so the only ones ``visit_Name`` looks at."""
+    names that resolve through the imports, and so the only ones ``visit_Name`` looks at.
+    ``remembered`` (:meth:`devlint.context.Context.remembered`) keeps the names of each
+    top-level statement and of each member of a top-level class between lints: a keystroke
+    inside a long class walks only the member it changed."""
+    found: set[str] = set()
+    for statement in body:
+        block = statement.body if statement.__class__ is cst.ClassDef and remembered is not None else None
+        parts = block.body if block.__class__ is cst.IndentedBlock else (statement,)
+        for part in parts:
+            found |= remembered("imported-names", part, lambda part=part: _names_under((part,))) if remembered else \
+                _names_under((part,))
+    return found
+
+
+def _names_under(body) -> frozenset[str]:
+    """:func:`_imported_names` of ``body``, walked whole."""
     found: set[str] = set()
     stack = list(body)
     while stack:
@@ -106,7 +121,7 @@ def _imported_names(body) -> set[str]:
                 stack.extend(value)
             elif value is not None:
                 stack.append(value)
-    return found
+    return frozenset(found)
 
 
 class DeprecatedAmpApi(Rule):
@@ -220,7 +235,7 @@ with its own (unsafe) fix to the device in scope: with `--unsafe-fixes` both app
 
     def visit_Module(self, node: cst.Module) -> None:
         # most names of a file are never imported, and visit_Name has nothing to do with them
-        self.wanted_names = _imported_names(node.body)
+        self.wanted_names = _imported_names(node.body, self.ctx.remembered)
 
     def _flag(self, node: cst.CSTNode, name: str | None) -> None:
         replacement = REPLACEMENTS.get(name or "")
