@@ -34,6 +34,9 @@ _AMP_MODULES = {
 }
 #: the names torch.amp also has (every name the deprecated modules export)
 _NEW_NAMES = ("autocast", "GradScaler", "custom_fwd", "custom_bwd")
+#: the last name of every callee a fix may rewrite (``_use_edit``'s ``verb``): the calls of other
+#: attributes are not kept
+_VERBS = frozenset({*_NEW_NAMES, *(name.rsplit(".", 1)[-1] for name in REPLACEMENTS)})
 #: the positional parameters of the deprecated autocast classes, which torch.amp.autocast
 #: takes after device_type in another order
 _AUTOCAST_POSITIONAL = ("enabled", "dtype", "cache_enabled")
@@ -268,7 +271,12 @@ with its own (unsafe) fix to the device in scope: with `--unsafe-fixes` both app
         return False
 
     def visit_Call(self, node: cst.Call) -> None:
-        self._calls[id(node.func)] = node
+        # kept only for what ``_use_edit`` looks up: a use of an imported name, or an attribute
+        # ending in one of the verbs (most calls of a file are neither)
+        func = node.func
+        kind = func.__class__
+        if (kind is cst.Name and func.value in self.wanted_names) or (kind is cst.Attribute and func.attr.value in _VERBS):
+            self._calls[id(func)] = node
 
     def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
         self._imports += 1
@@ -389,17 +397,23 @@ with its own (unsafe) fix to the device in scope: with `--unsafe-fixes` both app
             self._probe(node.value)
 
     def visit_Attribute(self, node: cst.Attribute) -> None:
-        self._skip.add(id(node.attr))
-        self._parents[id(node.value)] = node
+        # visit_Name reads ``_skip`` and leave_Module ``_parents`` for imported names only
+        wanted = self.wanted_names
+        if node.attr.value in wanted:
+            self._skip.add(id(node.attr))
+        value = node.value
+        if value.__class__ is cst.Name and value.value in wanted:
+            self._parents[id(value)] = node
         if not self._imports and id(node) not in self._skip:
             self._flag(node, self.ctx.resolve(node))
 
     def visit_Arg(self, node: cst.Arg) -> None:
-        if node.keyword is not None:
+        if node.keyword is not None and node.keyword.value in self.wanted_names:
             self._skip.add(id(node.keyword))
 
     def visit_Param(self, node: cst.Param) -> None:
-        self._skip.add(id(node.name))
+        if node.name.value in self.wanted_names:
+            self._skip.add(id(node.name))
 
     def visit_Name(self, node: cst.Name) -> None:
         if node.value not in self.wanted_names or self._imports or id(node) in self._skip:
