@@ -85,26 +85,31 @@ _FALLBACK_ERRORS = ("ImportError", "ModuleNotFoundError", "AttributeError")
 _STATEMENT_FIELDS = ("body", "orelse", "handlers", "finalbody", "cases")
 
 
-def _imported_names(body, remembered=None) -> set[str]:
-    """Every name an ``import`` anywhere in these statements binds or names, nested blocks
+def _imported_names(body, remembered=None) -> tuple[set[str], set[str]]:
+    """(every name an ``import`` anywhere in these statements binds or names, nested blocks
     included (an expression holds no statement, so only statements are walked): the only
-    names that resolve through the imports, and so the only ones ``visit_Name`` looks at.
-    ``remembered`` (:meth:`devlint.context.Context.remembered`) keeps the names of each
-    top-level statement and of each member of a top-level class between lints: a keystroke
-    inside a long class walks only the member it changed."""
+    names that resolve through the imports, and so the only ones ``visit_Name`` looks at;
+    the local names bound by the imports that name ``amp``: every name a fix group may bind).
+    ``remembered`` (:meth:`devlint.context.Context.remembered`) keeps them for each top-level
+    statement and each member of a top-level class between lints: a keystroke inside a long
+    class walks only the member it changed."""
     found: set[str] = set()
+    amp: set[str] = set()
     for statement in body:
         block = statement.body if statement.__class__ is cst.ClassDef and remembered is not None else None
         parts = block.body if block.__class__ is cst.IndentedBlock else (statement,)
         for part in parts:
-            found |= remembered("imported-names", part, lambda part=part: _names_under((part,))) if remembered else \
-                _names_under((part,))
-    return found
+            names, locals_ = remembered("imported-names", part, lambda part=part: _names_under((part,))) if remembered \
+                else _names_under((part,))
+            found |= names
+            amp |= locals_
+    return found, amp
 
 
-def _names_under(body) -> frozenset[str]:
+def _names_under(body) -> tuple[frozenset[str], frozenset[str]]:
     """:func:`_imported_names` of ``body``, walked whole."""
     found: set[str] = set()
+    amp: set[str] = set()
     stack = list(body)
     while stack:
         node = stack.pop()
@@ -113,10 +118,17 @@ def _names_under(body) -> frozenset[str]:
             for small in node.body:
                 small_kind = small.__class__
                 if small_kind is cst.Import or (small_kind is cst.ImportFrom and small.names.__class__ is not cst.ImportStar):
-                    for alias in small.names:
-                        found.add((dotted(alias.name) or "").split(".", 1)[0])
+                    names = [(dotted(alias.name) or "", alias) for alias in small.names]
+                    module = (dotted(small.module) or "") if small_kind is cst.ImportFrom else ""
+                    named = "amp" in module or any("amp" in name for name, _ in names)
+                    for name, alias in names:
+                        found.add(name.split(".", 1)[0])
+                        local = name.split(".", 1)[0]
                         if alias.asname is not None and alias.asname.name.__class__ is cst.Name:
-                            found.add(alias.asname.name.value)
+                            local = alias.asname.name.value
+                            found.add(local)
+                        if named:
+                            amp.add(local)
             continue
         for name in _STATEMENT_FIELDS:
             value = getattr(node, name, None)
@@ -124,7 +136,7 @@ def _names_under(body) -> frozenset[str]:
                 stack.extend(value)
             elif value is not None:
                 stack.append(value)
-    return frozenset(found)
+    return frozenset(found), frozenset(amp)
 
 
 class DeprecatedAmpApi(Rule):
@@ -232,13 +244,16 @@ with its own (unsafe) fix to the device in scope: with `--unsafe-fixes` both app
         #: for the names an import group binds only: judging every name's gates as it is
         #: visited printed every ``if`` test holding a name
         self._ref_chains: dict[str, dict[int, tuple]] = {}
+        #: the local names imports that name ``amp`` bind (set in visit_Module): the only ones
+        #: whose uses ``_refs`` and ``_ref_chains`` keep
+        self._amp_locals: set[str] = set()
         #: the enclosing tests and except types, innermost first: (node, is a handler, outer chain)
         self._chain: tuple | None = None
         self._memo: dict[int, bool] = {}  # id(test or except type) -> does it gate?
 
     def visit_Module(self, node: cst.Module) -> None:
         # most names of a file are never imported, and visit_Name has nothing to do with them
-        self.wanted_names = _imported_names(node.body, self.ctx.remembered)
+        self.wanted_names, self._amp_locals = _imported_names(node.body, self.ctx.remembered)
 
     def _flag(self, node: cst.CSTNode, name: str | None) -> None:
         replacement = REPLACEMENTS.get(name or "")
@@ -418,10 +433,11 @@ with its own (unsafe) fix to the device in scope: with `--unsafe-fixes` both app
     def visit_Name(self, node: cst.Name) -> None:
         if node.value not in self.wanted_names or self._imports or id(node) in self._skip:
             return
-        self._refs.setdefault(node.value, []).append(node)
-        chain = self._chain
-        if chain is not None:
-            self._ref_chains.setdefault(node.value, {})[id(chain)] = chain
+        if node.value in self._amp_locals:  # leave_Module reads the uses of what a fix group binds only
+            self._refs.setdefault(node.value, []).append(node)
+            chain = self._chain
+            if chain is not None:
+                self._ref_chains.setdefault(node.value, {})[id(chain)] = chain
         self._flag(node, self.ctx.resolve(node))
 
     # -- reports and fixes --------------------------------------------------------------------
