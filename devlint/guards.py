@@ -27,6 +27,7 @@ backend that only runs with CUDA (``backend == "nccl"``) is a test that CUDA is 
 
 from __future__ import annotations
 
+import functools
 import re
 
 import libcst as cst
@@ -355,15 +356,58 @@ def option_guards(call: cst.Call, ctx) -> set[str]:
     return found
 
 
+def availability_lines(text: str) -> list[str]:
+    """The lines of ``text`` (as ``text.splitlines()`` cuts them) that hold ``is_available`` or
+    ``device_count`` and an ``=``, in order: only the lines around each occurrence are cut
+    (splitting the 5,000 lines of a long file cost 2.5 ms on every lint)."""
+    starts: set[int] = set()
+    for word in ("is_available", "device_count"):
+        at = text.find(word)
+        while at >= 0:
+            start = text.rfind("\n", 0, at) + 1
+            starts.add(start)
+            end = text.find("\n", at)
+            at = text.find(word, end if end >= 0 else len(text))
+    found = []
+    for start in sorted(starts):
+        end = text.find("\n", start)
+        for line in text[start:end if end >= 0 else len(text)].splitlines():
+            if ("is_available" in line or "device_count" in line) and "=" in line:
+                found.append(line)
+    return found
+
+
+@functools.lru_cache(maxsize=512)
+def _statement(line: str) -> cst.BaseStatement | None:
+    """``line`` parsed as one statement (libcst nodes are immutable: shared between lints), or
+    ``None`` when it is not a whole statement."""
+    try:
+        return cst.parse_statement(line)
+    except Exception:  # noqa: BLE001 - a line that is not a whole statement
+        return None
+
+
 def assigned_guards(text: str, ctx) -> tuple[set[str], set[str]]:
     """Names assigned from an availability test anywhere in the file (``use_cuda =
     torch.cuda.is_available() and not args.cpu`` in ``main()`` also guards ``if use_cuda:`` in a
     helper above it that takes ``use_cuda`` as a parameter): (positive, negative) dotted names.
-    Only lines that mention an availability call are parsed."""
+    Only lines that mention an availability call are parsed (:func:`availability_lines`)."""
     positive: set[str] = set()
     negative: set[str] = set()
     if "is_available" not in text and "device_count" not in text:
         return positive, negative
+    for line in availability_lines(text):
+        statement = _statement(line.strip())
+        if statement.__class__ is not cst.SimpleStatementLine:
+            continue
+        for small in statement.body:
+            if small.__class__ is cst.Assign:
+                pol = polarity(small.value, ctx)
+                for target in small.targets:
+                    name = dotted(target.target)
+                    if name and pol:
+                        (positive if pol == 1 else negative).add(name)
+    return positive, negative
     for line in text.splitlines():
         if ("is_available" not in line and "device_count" not in line) or "=" not in line:
             continue

@@ -56,3 +56,41 @@ def test_imported_names_and_decorators():
         "@autocast('cpu')\ndef step(x):\n    model(x).sum().backward()\n"
     )
     assert [(f.line, f.code) for f in lint(source, "t.py", select=("DEV2",))] == [(8, "DEV201")]
+
+
+def test_imported_names_kept_per_member_are_those_of_the_whole_module():
+    """DEV206's imported names (the only names its visit_Name looks at, and those of the imports
+    naming ``amp``, whose uses it keeps) kept per top-level
+    statement and class member between lints of one document are those of the module walked
+    whole, on random edits that add imports to members, nested blocks and the class body."""
+    import random
+
+    import libcst as cst
+
+    from devlint.incremental import StatementCache
+    from devlint.node_memo import NodeMemo
+    from devlint.rules.deprecated_amp_api import _imported_names, _names_under
+
+    lines = ["import torch", "", "", "class Net:"]
+    for k in range(8):
+        lines += [f"    def m{k}(self, x):", "        if x:", "            y = x", "        return x", ""]
+    lines += ["", "def f():", "    pass", ""]
+    added = ("import torch.cuda.amp as amp{k}", "from torch.cuda import amp as b{k}", "import os.path",
+             "from m{k} import (c{k}, d{k} as e{k})")
+    rng = random.Random(3)
+    cache, memo = StatementCache(), {}
+    for step in range(120):
+        k = rng.randrange(4, len(lines))
+        indent = lines[k][: len(lines[k]) - len(lines[k].lstrip())] or rng.choice(("", "    "))
+        lines.insert(k, indent + rng.choice(added).format(k=step))
+        text = "\n".join(lines)
+        try:
+            module = cache.parse(text)
+        except cst.ParserSyntaxError:
+            del lines[k]
+            continue
+        kept = NodeMemo(memo)
+        names, amp = _imported_names(module.body, kept.get)
+        assert (names, amp) == tuple(map(set, _names_under(module.body))), step
+        assert {f"amp{s}" for s in range(step + 1)} & names <= amp and "os" not in amp, step
+        memo = kept.new

@@ -148,3 +148,30 @@ def test_the_server_lints_across_files_and_relints_importers_of_an_edited_buffer
         assert codes(client.diagnostics(train)) == []
     finally:
         client.close()
+
+
+#: pieces of texts holding imports and class headers, whole or broken, at line starts or not
+_LINE_PIECES = ["import", "from", "class", " ", "\t", "  ", "\n", "\r", "\r\n", "\f", "x", "a.b", "os", ".", "..", "(", ")",
+                ",", "#", ";", "\\\n", "as", " import ", "from a import (b,\n c)", "class A(nn.Module)", "import x, y as z",
+                "    from . import m", "xfrom a import b", "é", "class  B (\n  Base,\n)"]
+
+
+def test_line_anchored_patterns_found_from_their_keyword_match_the_anchored_search():
+    """index.at_line_start gives the matches (groups, ends) of the ``^[ \\t]*keyword`` patterns
+    that ``finditer`` gives, on random texts."""
+    import random
+
+    from devlint.project.index import _BASES, _FROM, _IMPORT, at_line_start
+
+    rng = random.Random(11)
+    found = 0
+    for _ in range(6000):
+        text = "".join(rng.choice(_LINE_PIECES) for _ in range(rng.randrange(1, 16)))
+        for pattern in (_IMPORT, _FROM, _BASES):
+            want = [(m.end(), m.groups()) for m in pattern.finditer(text)]
+            assert [(m.end(), m.groups()) for m in at_line_start(pattern, text)] == want, (pattern.pattern, text)
+            found += len(want)
+    assert found > 2000, found
+    # a rejected match (not at a line start) that spans lines holds a match of the next line
+    for text, pattern in (("xfrom a import (b,\nfrom c import d)\n", _FROM), ("x class A(\nclass B(C)\n", _BASES)):
+        assert [m.groups() for m in at_line_start(pattern, text)] == [m.groups() for m in pattern.finditer(text)] != []

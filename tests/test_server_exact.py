@@ -516,3 +516,50 @@ def test_random_edits_in_one_method_resume_after_it_and_give_a_full_lints_findin
         compared += 1
         text = new
     assert compared >= 40 and len(resumed) >= 10, (compared, len(resumed))
+
+
+def import_edit(text: str, rng: random.Random) -> str:
+    """An import of the deprecated AMP API (or of something else) added to or removed from a
+    random member of :func:`module_class` (its first one too), with a use of what it binds, or
+    :func:`method_edit` now and then: DEV206's imported names are kept per member between lints."""
+    lines = text.split("\n")
+    if rng.random() < 0.2:
+        return method_edit(text, rng)
+    added = [k for k, line in enumerate(lines) if "# imported" in line]
+    if added and rng.random() < 0.3:
+        del lines[rng.choice(added)]
+        return "\n".join(lines)
+    heads = [k for k, line in enumerate(lines) if line.startswith("    def ")]
+    k = rng.choice(heads[:1] * 3 + heads)
+    n = rng.randrange(100)
+    lines[k + 1:k + 1] = rng.choice((
+        [f"        from torch.cuda.amp import autocast as ac{n}  # imported", f"        with ac{n}():  # imported",
+         "            pass  # imported"],
+        [f"        import torch.cuda.amp as amp{n}  # imported", f"        s{n} = amp{n}.GradScaler()  # imported"],
+        [f"        from torch.cuda import amp as am{n}  # imported", f"        am{n}.autocast()  # imported"],
+        [f"        import os.path as p{n}  # imported"]))
+    return "\n".join(lines)
+
+
+def test_random_imports_in_members_give_a_full_lints_findings():
+    """Imports added to and removed from the members of a long ``nn.Module`` (the first one
+    often), with uses of what they bind: DEV206 reads the imported names of each member kept
+    between lints (``Context.remembered``), and every lint gives ``devlint check``'s findings."""
+    text = module_class(10)
+    path = "/nonexistent-devlint-test/net.py"
+    rng = random.Random("member imports")
+    state = DocumentState()
+    assert lint_text(text, path, state) == check_source(text.encode(), path, ["DEV"], [])
+    compared = with_imports = 0
+    for step in range(70):
+        new = import_edit(text, rng)
+        got = lint_text(new, path, state)
+        if not parses(new):
+            assert any(f.code == "DEV000" for f in got)
+            continue
+        full = check_source(new.encode(), path, ["DEV"], [])
+        assert got == full, step
+        compared += 1
+        with_imports += "# imported" in new and any(f.code == "DEV206" for f in full)
+        text = new
+    assert compared >= 40 and with_imports >= 20, (compared, with_imports)

@@ -38,6 +38,35 @@ _IMPORT = re.compile(r"^[ \t]*import[ \t]+([\w. \t,]+)", re.M)
 _CALLED = re.compile(r"(?<![\w.])([A-Za-z_][\w.]*)\s*\(")
 _BASES = re.compile(r"^[ \t]*class[ \t]+\w+[ \t]*\(([^)]*)\)", re.M)
 _FROM = re.compile(r"^[ \t]*from[ \t]+(\.*)([\w.]*)[ \t]+import[ \t]+(\([^)]*\)|[^\n#;]*)", re.M)
+#: the same patterns from their keyword on, searched with the regular expression engine's
+#: literal-prefix scan: :func:`at_line_start` keeps the matches whose line holds only blanks before
+_LINE_PATTERNS: dict[re.Pattern, re.Pattern] = {
+    p: re.compile(p.pattern.removeprefix("^[ \\t]*")) for p in (_IMPORT, _BASES, _FROM)}
+
+
+def at_line_start(pattern: re.Pattern, text: str):
+    """The matches of ``pattern`` (``_IMPORT``, ``_BASES`` or ``_FROM``: ``^[ \\t]*`` and a
+    keyword, multi-line) in ``text``, as ``pattern.finditer(text)`` finds them, but each match
+    running from the keyword: the pattern's tail searched from the keyword (a fast literal
+    scan: 0.4 ms on a 250 KB file, 3 ms for the anchored pattern, which is tried at every
+    position), kept where only spaces and tabs precede it on its line. No match of these
+    patterns ends inside the blanks that start a later line, so the matches kept are the
+    anchored pattern's, one for one (tests/test_project_index.py compares them)."""
+    search = _LINE_PATTERNS[pattern].search
+    at = 0
+    while True:
+        match = search(text, at)
+        if match is None:
+            return
+        start = match.start()
+        line = text.rfind("\n", 0, start) + 1
+        if line == start or not text[line:start].strip(" \t"):
+            yield match
+            at = match.end()
+        else:
+            at = start + 1
+
+
 #: Rules that consult the index, and what in an imported file makes them worth running.
 FUNCTION_RULES = ("DEV111",)
 CLASS_RULES = ("DEV113", "DEV114")
@@ -338,7 +367,7 @@ class View:
         called = calls_pattern({i[3] for i in imports})
         found = called.findall(text) if scan is None else scan.names(text, called)
         calls = {c for c in found if not c.rsplit(".", 1)[-1][:1].isupper()}  # no class
-        headers = list(_BASES.finditer(text))
+        headers = list(at_line_start(_BASES, text))
         bases: dict[str, bool] = {}  # base -> some class deriving from it lacks a forward
         for i, header in enumerate(headers):
             body = text[header.end():headers[i + 1].start() if i + 1 < len(headers) else len(text)]
@@ -377,7 +406,7 @@ def calls_pattern(heads) -> re.Pattern:
 def _imports(text: str):
     """(level, module, imported name or ``None``, the local name it binds) of each import of
     ``text``, found by regular expressions (no parse: this runs on every file)."""
-    for match in _IMPORT.finditer(text):
+    for match in at_line_start(_IMPORT, text):
         for part in match.group(1).split(","):
             words = part.split()
             if not words:
@@ -386,7 +415,7 @@ def _imports(text: str):
                 yield 0, words[0], None, words[2]
             else:
                 yield 0, words[0].split(".", 1)[0], None, words[0].split(".", 1)[0]
-    for match in _FROM.finditer(text):
+    for match in at_line_start(_FROM, text):
         body = match.group(3).replace("\\\n", " ").strip().strip("()")
         for part in body.replace("\n", ",").split(","):
             words = part.split("#", 1)[0].split()

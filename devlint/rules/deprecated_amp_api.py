@@ -34,6 +34,9 @@ _AMP_MODULES = {
 }
 #: the names torch.amp also has (every name the deprecated modules export)
 _NEW_NAMES = ("autocast", "GradScaler", "custom_fwd", "custom_bwd")
+#: the last name of every callee a fix may rewrite (``_use_edit``'s ``verb``): the calls of other
+#: attributes are not kept
+_VERBS = frozenset({*_NEW_NAMES, *(name.rsplit(".", 1)[-1] for name in REPLACEMENTS)})
 #: the positional parameters of the deprecated autocast classes, which torch.amp.autocast
 #: takes after device_type in another order
 _AUTOCAST_POSITIONAL = ("enabled", "dtype", "cache_enabled")
@@ -82,11 +85,31 @@ _FALLBACK_ERRORS = ("ImportError", "ModuleNotFoundError", "AttributeError")
 _STATEMENT_FIELDS = ("body", "orelse", "handlers", "finalbody", "cases")
 
 
-def _imported_names(body) -> set[str]:
-    """Every name an ``import`` anywhere in these statements binds or names, nested blocks
+def _imported_names(body, remembered=None) -> tuple[set[str], set[str]]:
+    """(every name an ``import`` anywhere in these statements binds or names, nested blocks
     included (an expression holds no statement, so only statements are walked): the only
-    names that resolve through the imports, and so the only ones ``visit_Name`` looks at."""
+    names that resolve through the imports, and so the only ones ``visit_Name`` looks at;
+    the local names bound by the imports that name ``amp``: every name a fix group may bind).
+    ``remembered`` (:meth:`devlint.context.Context.remembered`) keeps them for each top-level
+    statement and each member of a top-level class between lints: a keystroke inside a long
+    class walks only the member it changed."""
     found: set[str] = set()
+    amp: set[str] = set()
+    for statement in body:
+        block = statement.body if statement.__class__ is cst.ClassDef and remembered is not None else None
+        parts = block.body if block.__class__ is cst.IndentedBlock else (statement,)
+        for part in parts:
+            names, locals_ = remembered("imported-names", part, lambda part=part: _names_under((part,))) if remembered \
+                else _names_under((part,))
+            found |= names
+            amp |= locals_
+    return found, amp
+
+
+def _names_under(body) -> tuple[frozenset[str], frozenset[str]]:
+    """:func:`_imported_names` of ``body``, walked whole."""
+    found: set[str] = set()
+    amp: set[str] = set()
     stack = list(body)
     while stack:
         node = stack.pop()
@@ -95,10 +118,17 @@ def _imported_names(body) -> set[str]:
             for small in node.body:
                 small_kind = small.__class__
                 if small_kind is cst.Import or (small_kind is cst.ImportFrom and small.names.__class__ is not cst.ImportStar):
-                    for alias in small.names:
-                        found.add((dotted(alias.name) or "").split(".", 1)[0])
+                    names = [(dotted(alias.name) or "", alias) for alias in small.names]
+                    module = (dotted(small.module) or "") if small_kind is cst.ImportFrom else ""
+                    named = "amp" in module or any("amp" in name for name, _ in names)
+                    for name, alias in names:
+                        found.add(name.split(".", 1)[0])
+                        local = name.split(".", 1)[0]
                         if alias.asname is not None and alias.asname.name.__class__ is cst.Name:
-                            found.add(alias.asname.name.value)
+                            local = alias.asname.name.value
+                            found.add(local)
+                        if named:
+                            amp.add(local)
             continue
         for name in _STATEMENT_FIELDS:
             value = getattr(node, name, None)
@@ -106,7 +136,7 @@ def _imported_names(body) -> set[str]:
                 stack.extend(value)
             elif value is not None:
                 stack.append(value)
-    return found
+    return frozenset(found), frozenset(amp)
 
 
 class DeprecatedAmpApi(Rule):
@@ -214,13 +244,16 @@ with its own (unsafe) fix to the device in scope: with `--unsafe-fixes` both app
         #: for the names an import group binds only: judging every name's gates as it is
         #: visited printed every ``if`` test holding a name
         self._ref_chains: dict[str, dict[int, tuple]] = {}
+        #: the local names imports that name ``amp`` bind (set in visit_Module): the only ones
+        #: whose uses ``_refs`` and ``_ref_chains`` keep
+        self._amp_locals: set[str] = set()
         #: the enclosing tests and except types, innermost first: (node, is a handler, outer chain)
         self._chain: tuple | None = None
         self._memo: dict[int, bool] = {}  # id(test or except type) -> does it gate?
 
     def visit_Module(self, node: cst.Module) -> None:
         # most names of a file are never imported, and visit_Name has nothing to do with them
-        self.wanted_names = _imported_names(node.body)
+        self.wanted_names, self._amp_locals = _imported_names(node.body, self.ctx.remembered)
 
     def _flag(self, node: cst.CSTNode, name: str | None) -> None:
         replacement = REPLACEMENTS.get(name or "")
@@ -253,7 +286,12 @@ with its own (unsafe) fix to the device in scope: with `--unsafe-fixes` both app
         return False
 
     def visit_Call(self, node: cst.Call) -> None:
-        self._calls[id(node.func)] = node
+        # kept only for what ``_use_edit`` looks up: a use of an imported name, or an attribute
+        # ending in one of the verbs (most calls of a file are neither)
+        func = node.func
+        kind = func.__class__
+        if (kind is cst.Name and func.value in self.wanted_names) or (kind is cst.Attribute and func.attr.value in _VERBS):
+            self._calls[id(func)] = node
 
     def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
         self._imports += 1
@@ -374,25 +412,32 @@ with its own (unsafe) fix to the device in scope: with `--unsafe-fixes` both app
             self._probe(node.value)
 
     def visit_Attribute(self, node: cst.Attribute) -> None:
-        self._skip.add(id(node.attr))
-        self._parents[id(node.value)] = node
+        # visit_Name reads ``_skip`` and leave_Module ``_parents`` for imported names only
+        wanted = self.wanted_names
+        if node.attr.value in wanted:
+            self._skip.add(id(node.attr))
+        value = node.value
+        if value.__class__ is cst.Name and value.value in wanted:
+            self._parents[id(value)] = node
         if not self._imports and id(node) not in self._skip:
             self._flag(node, self.ctx.resolve(node))
 
     def visit_Arg(self, node: cst.Arg) -> None:
-        if node.keyword is not None:
+        if node.keyword is not None and node.keyword.value in self.wanted_names:
             self._skip.add(id(node.keyword))
 
     def visit_Param(self, node: cst.Param) -> None:
-        self._skip.add(id(node.name))
+        if node.name.value in self.wanted_names:
+            self._skip.add(id(node.name))
 
     def visit_Name(self, node: cst.Name) -> None:
         if node.value not in self.wanted_names or self._imports or id(node) in self._skip:
             return
-        self._refs.setdefault(node.value, []).append(node)
-        chain = self._chain
-        if chain is not None:
-            self._ref_chains.setdefault(node.value, {})[id(chain)] = chain
+        if node.value in self._amp_locals:  # leave_Module reads the uses of what a fix group binds only
+            self._refs.setdefault(node.value, []).append(node)
+            chain = self._chain
+            if chain is not None:
+                self._ref_chains.setdefault(node.value, {})[id(chain)] = chain
         self._flag(node, self.ctx.resolve(node))
 
     # -- reports and fixes --------------------------------------------------------------------
