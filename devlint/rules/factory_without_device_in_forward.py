@@ -7,6 +7,7 @@ import ast
 import libcst as cst
 
 from ..dataflow import CPU, DEV, FACTORIES, INP, LEGACY_CONSTRUCTORS, DeviceFlow
+from ..guards import string_value
 from ..names import dotted
 from ..precheck import methods_of, nodes_under, resolves_to
 from ..rule import Rule
@@ -66,7 +67,9 @@ Outside `forward`, in any function that places a tensor itself (`device=query.de
 with a parameter whose `.device` it passes: a mask helper that makes its bias on
 `query.device` and its causal mask with a bare `torch.ones(...)`, an `init_hidden` that adds
 `torch.rand(...)` to a state made with `device=device`. A function that places nothing is left
-alone: its factories may be meant for the CPU."""
+alone: its factories may be meant for the CPU. So are meetings in `torch.nn.functional` calls
+(`F.mse_loss(pred, torch.tensor(...))`) and with tensors placed by another method
+(`self.anchor`): DEV111 reports those where they are fed to a model or a loss."""
     why_bad = """
 A factory without `device=` allocates on the CPU. Once the module is moved to a GPU its inputs
 and parameters are there, and combining them with the new tensor raises `RuntimeError: Expected
@@ -119,8 +122,9 @@ def causal_bias(query, key):
     def __init__(self, ctx) -> None:
         super().__init__(ctx)
         self._done: set[int] = set()
-        #: per enclosing ``def``: the names ``P`` it passes as ``device=P.device`` (tensors on a device)
-        self._device_params: list[frozenset[str]] = []
+        #: per enclosing ``def``: the names ``P`` it passes as ``device=P.device`` (tensors on a
+        #: device), and the ids of its own calls given a ``device=`` other than a "cpu" literal
+        self._device_params: list[tuple[frozenset[str], frozenset[int]]] = []
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         self._device_params.append(_device_sources(node))
@@ -137,9 +141,15 @@ def causal_bias(query, key):
         """Is ``v`` (the value of ``expr``) on the module's device: an input of ``forward``, a
         tensor this function made with ``device=`` (not the CPU: ``torch.zeros(n,
         device=query.device)``), or read from a name whose ``.device`` it passes as ``device=``?"""
-        if v is not None and not v.module and (v.kind == INP or (v.kind == DEV and bool(v.origins))):
+        if v is not None and not v.module and v.kind == INP:
             return True
-        return expr is not None and bool(self._device_params) and _root_name(expr) in self._device_params[-1]
+        if not self._device_params:
+            return False
+        params, calls = self._device_params[-1]
+        # made here: a tensor another method placed (self.anchor) meets a loss, DEV111's case
+        if v is not None and not v.module and v.kind == DEV and any(id(o) in calls for o in v.origins):
+            return True
+        return expr is not None and _root_name(expr) in params
 
     def _report(self, flow: DeviceFlow, v) -> None:
         for origin in v.origins:
@@ -197,30 +207,35 @@ def causal_bias(query, key):
             receiver = flow.value(func.value)
             meets = self._placed(flow, receiver, func.value) and method not in _CROSS_DEVICE_OK and not method.startswith("new_")
         elif (self.ctx.resolve(func) or "").startswith("torch."):
-            meets = has_input
+            # outside forward, F.mse_loss(pred, torch.tensor(...)) and the like are DEV111's
+            meets = has_input and (flow.frame.forward or not self.ctx.resolve(func).startswith("torch.nn.functional."))
         if meets:
             for v in cpu:
                 self._report(flow, v)
 
 
-def _device_sources(function: cst.FunctionDef) -> frozenset[str]:
+def _device_sources(function: cst.FunctionDef) -> tuple[frozenset[str], frozenset[int]]:
     """The parameters ``P`` of ``function`` (not ``self``/``cls``) that it passes as
-    ``device=P.device`` (nested ``def`` s aside): tensors the caller hands in on a device."""
+    ``device=P.device`` (tensors the caller hands in on a device), and the ids of the calls it
+    gives a ``device=`` other than a ``"cpu"`` literal (nested ``def`` s aside)."""
     params = function.params
     names = {p.name.value for p in (*params.posonly_params, *params.params, *params.kwonly_params)} - {"self", "cls"}
-    found, stack = set(), list(function.body.children)
+    found, calls, stack = set(), set(), list(function.body.children)
     while stack:
         node = stack.pop()
         t = node.__class__
         if t is cst.FunctionDef or t is cst.ClassDef or t is cst.Lambda:
             continue
-        if t is cst.Arg and node.keyword is not None and node.keyword.value == "device":
-            value = node.value
-            if (value.__class__ is cst.Attribute and value.attr.value == "device" and value.value.__class__ is cst.Name
-                    and value.value.value in names):
-                found.add(value.value.value)
+        if t is cst.Call:
+            for arg in node.args:
+                if arg.keyword is not None and arg.keyword.value == "device" and not (string_value(arg.value) or "").startswith("cpu"):
+                    calls.add(id(node))
+                    value = arg.value
+                    if (value.__class__ is cst.Attribute and value.attr.value == "device" and value.value.__class__ is cst.Name
+                            and value.value.value in names):
+                        found.add(value.value.value)
         stack.extend(node.children)
-    return frozenset(found)
+    return frozenset(found), frozenset(calls)
 
 
 def _root_name(expr: cst.BaseExpression) -> str | None:
