@@ -15,6 +15,12 @@ from ..rule import Rule
 #: The calls the dataflow records as a CPU tensor's ``origins`` (the nodes this rule reports).
 _ORIGINS = frozenset(f"torch.{name}" for name in (*FACTORIES, "tensor", "as_tensor", *LEGACY_CONSTRUCTORS))
 
+#: Tensor methods that read a shape or a number, not the tensor's data.
+_SHAPE_METHODS = frozenset({"size", "dim", "numel", "nelement", "ndimension", "stride", "item", "tolist", "get_device"})
+
+#: Samplers whose tensor arguments set the result's device (``torch.normal(0, std)``).
+_SAMPLERS = frozenset({"torch.normal", "torch.poisson", "torch.bernoulli", "torch.multinomial"})
+
 #: Tensor methods whose tensor arguments may sit on another device (or are shapes).
 _CROSS_DEVICE_OK = frozenset({"to", "copy_", "type_as", "expand", "view", "reshape", "repeat", "permute", "index_put_", "new_tensor"})
 
@@ -153,6 +159,9 @@ def causal_bias(query, key):
 
     def _report(self, flow: DeviceFlow, v) -> None:
         for origin in v.origins:
+            if (self.ctx.resolve(origin.func) or "") in _SAMPLERS and any(
+                    not isinstance(a.value, (cst.Integer, cst.Float, cst.UnaryOperation, cst.Tuple, cst.List)) for a in origin.args):
+                continue  # torch.normal(0, std) draws on std's device
             if id(origin) not in self._done:
                 self._done.add(id(origin))
                 self.report(origin, None if flow.frame.forward else self.placed_message)
@@ -198,6 +207,8 @@ def causal_bias(query, key):
         func, meets = node.func, False
         if "ctc" in (dotted(func) or "").lower():
             return  # CTC losses take their targets and lengths on the CPU
+        if any(a.keyword is not None and a.keyword.value == "device" for a in node.args):
+            return  # torch.sparse_coo_tensor(i, v, device=d), torch.tensor(t, device=d): copied there
         has_input = any(self._placed(flow, v, a) for v, a in zip(values, args))
         if isinstance(func, cst.Attribute) and flow.is_self(func.value) and flow.frame.forward:
             cls = flow.cls
@@ -239,14 +250,15 @@ def _device_sources(function: cst.FunctionDef) -> tuple[frozenset[str], frozense
 
 
 def _root_name(expr: cst.BaseExpression) -> str | None:
-    """``x`` of ``x``, ``x[:, None]``, ``x.float()``, ``x.view(n, 1)``; ``None`` otherwise."""
+    """``x`` of ``x``, ``x[:, None]``, ``x.float()``, ``x.view(n, 1)``; ``None`` otherwise (also
+    for ``x.size()`` and other reads of a shape or a number)."""
     while True:
         t = expr.__class__
         if t is cst.Name:
             return expr.value
         if t is cst.Subscript:
             expr = expr.value
-        elif t is cst.Call and expr.func.__class__ is cst.Attribute:
+        elif t is cst.Call and expr.func.__class__ is cst.Attribute and expr.func.attr.value not in _SHAPE_METHODS:
             expr = expr.func.value
         else:
             return None
