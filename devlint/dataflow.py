@@ -70,6 +70,9 @@ class DeviceFlow(Analysis, PartialBatches, BranchJoins, ExpressionKinds, ModelCa
         self.classes: list[ClassInfo] = []
         self.local_modules: set[str] = set()
         self.summaries: dict[str, V] = {}
+        #: id of a class's :class:`ClassInfo` -> its methods whose every ``return`` is a CPU
+        #: tensor (as :attr:`summaries` for module-level functions), once the method is walked
+        self.cpu_methods: dict[int, set[str]] = {}
         #: same-module functions that return device tensors (a ``collate_fn`` that moves the
         #: batch), classes whose ``__getitem__`` does, and names bound to such a dataset: a
         #: DataLoader over them yields batches already on the device
@@ -352,6 +355,8 @@ class DeviceFlow(Analysis, PartialBatches, BranchJoins, ExpressionKinds, ModelCa
         placed = any(r is not None and not r.module and r.kind in (DEV, DEVB) for r in frame.returns)
         if frame.cls is not None and frame.name == "__getitem__" and placed:
             self.device_datasets.add(frame.cls.name)
+        if frame.cls is not None and frame.self_name is not None and _all_cpu(frame.returns):
+            self.cpu_methods.setdefault(id(frame.cls), set()).add(node.name.value)
         if frame.parent is not None and frame.parent.kind == "module" and frame.cls is None:
             (self.device_collates.add if placed else self.device_collates.discard)(node.name.value)
             returns = frame.returns
@@ -511,6 +516,12 @@ class DeviceFlow(Analysis, PartialBatches, BranchJoins, ExpressionKinds, ModelCa
                     cls.param_attrs.add(t.attr.value)
                 elif name.startswith("torch.nn.") and name.rsplit(".", 1)[-1][:1].isupper() and name[-7:] != "CTCLoss":
                     cls.torch_modules.add(t.attr.value)
+
+
+def _all_cpu(returns: list[V | None]) -> bool:
+    """Is every value a function returns a CPU tensor (no module, not placed explicitly)?"""
+    kinds = {r.kind if r is not None and not r.module and not r.explicit else None for r in returns}
+    return bool(returns) and kinds <= {CPU, CPUB} and None not in kinds
 
 
 def _yields_batches(expr: cst.BaseExpression) -> bool:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from conftest import LINT_FIXTURES, ROOT, devlint, flake8, mismatches, parse_findings
 
-FILES = sorted(LINT_FIXTURES.glob("*.py"))
+FILES = sorted(LINT_FIXTURES.rglob("*.py"))
 
 
 def _check(found):

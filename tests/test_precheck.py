@@ -40,7 +40,7 @@ def _differences(paths) -> list[str]:
 
 
 def test_fixtures_same_findings_with_and_without_precheck():
-    files = sorted(LINT_FIXTURES.glob("*.py"))
+    files = sorted(LINT_FIXTURES.rglob("*.py"))
     assert files
     assert _differences(files) == []
 
@@ -135,7 +135,7 @@ def test_a_faulty_predicate_keeps_its_rule():
 
 
 def _fixture_and_case_files():
-    return [*sorted(LINT_FIXTURES.glob("*.py")), *(sorted(CASES.glob("*.py")) if CASES else [])]
+    return [*sorted(LINT_FIXTURES.rglob("*.py")), *(sorted(CASES.glob("*.py")) if CASES else [])]
 
 
 def test_parsing_in_pieces_keeps_the_code_and_the_findings(monkeypatch):

@@ -61,7 +61,7 @@ def test_every_message_is_shorter_than_80_characters():
         "torch.cuda.reset_peak_memory_stats_of_every_device_there_is()\n"
     )
     sources = [Rule.runnable(e) for r in all_rules() for e in r.flagged]
-    sources += [p.read_text(encoding="utf-8") for p in sorted((ROOT / "fixtures" / "lint").glob("*.py"))]
+    sources += [p.read_text(encoding="utf-8") for p in sorted((ROOT / "fixtures" / "lint").rglob("*.py"))]
     sources.append(long_names)
     messages = {f"{f.code} {f.message}" for s in sources for f in lint(s)}
     assert len(messages) > 50

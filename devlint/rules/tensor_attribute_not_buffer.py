@@ -17,7 +17,7 @@ _CUSTOM_MOVE = frozenset({"_apply", "to", "cuda", "_load_from_state_dict"})
 
 
 class _ClassState:
-    __slots__ = ("info", "candidates", "reads", "handled", "excluded", "inherited", "read_at", "assigned", "one_d")
+    __slots__ = ("info", "candidates", "reads", "handled", "excluded", "inherited", "read_at", "assigned", "one_d", "by_method")
 
     def __init__(self, info, inherited=None) -> None:
         self.info = info
@@ -31,6 +31,9 @@ class _ClassState:
         self.read_at: dict[str, cst.CSTNode] = {}  # first read in forward of an inherited tensor
         self.assigned: set[str] = set()  # attributes this class's __init__ sets or registers
         self.one_d: set[str] = set()  # candidates made by a 1-D factory (torch.linspace(a, b, n))
+        #: candidates set from a method of the class (``self.codes = self.one_hot(n)``), by the
+        #: method's name: kept at the end only when every ``return`` of that method is a CPU tensor
+        self.by_method: dict[str, str] = {}
 
 
 def _inherited(ctx, node: cst.ClassDef):
@@ -64,7 +67,9 @@ class TensorAttributeNotBuffer(Rule):
     what_it_does = """
 In `__init__` of an `nn.Module` subclass, flags `self.name = <tensor>` where the tensor is a
 factory call, `torch.tensor([...])`, `torch.from_numpy(...)` or the result of a function of the
-same module whose every `return` is such a tensor, when `forward` reads `self.name`. The tensor
+same module, or of a method of the class (`self.codes = self.one_hot(n)`), whose every `return`
+is such a tensor, when `forward` reads `self.name` (also after reshaping it in place:
+`self.codes = self.codes.permute(2, 0, 1)`). The tensor
 may be built in a local first and filled by slice assignments (`pe = torch.zeros(n, d);
 pe[:, 0::2] = ...; self.pe = pe`, the positional-encoding idiom): writing into a tensor keeps
 it where it was made. The legacy constructors (`torch.Tensor([...])`, `torch.FloatTensor(n)`)
@@ -139,10 +144,11 @@ class ScheduledLoss(nn.Module):
     @staticmethod
     def candidate(facts) -> bool:
         """Pre-check: a class whose ``__init__`` assigns ``self.<x> = <value>`` (a plain target)
-        where ``<value>`` may be a CPU tensor (:class:`devlint.precheck.CpuFlow`) and whose
-        ``forward`` reads some ``<name>.<x>`` of the same ``x``: the rule reports only such an
-        assignment, of a value whose kind is ``CPU`` in ``__init__``, and only when ``forward``
-        reads the attribute."""
+        where ``<value>`` may be a CPU tensor (:class:`devlint.precheck.CpuFlow`) or is a call of
+        one of the class's methods (``<name>.<method>(...)``), and whose ``forward`` reads some
+        ``<name>.<x>`` of the same ``x``: the rule reports only such an assignment, of a value
+        whose kind is ``CPU`` in ``__init__`` or returned as one by every ``return`` of that
+        method, and only when ``forward`` reads the attribute."""
         for cls in facts.classes:
             inits, forwards = methods_of(cls, "__init__"), methods_of(cls, "forward")
             if not inits or not forwards:
@@ -158,6 +164,8 @@ class ScheduledLoss(nn.Module):
                     if node.__class__ is ast.Assign and any(
                         t.__class__ is ast.Attribute and t.value.__class__ is ast.Name and t.attr in read for t in node.targets
                     ):
+                        if _calls_own_method(node.value, cls):
+                            return True
                         flow = flow or CpuFlow(facts, cls)
                         if not flow.not_cpu(node.value, init):
                             return True
@@ -186,6 +194,10 @@ class ScheduledLoss(nn.Module):
         state = self._classes.pop()
         if state is None:
             return
+        cpu_methods = self.ctx.analysis(DeviceFlow).cpu_methods.get(id(state.info), set())
+        for name, method in state.by_method.items():
+            if method not in cpu_methods:
+                state.candidates.pop(name, None)  # a method that may return a placed tensor or a module
         for name, where in state.candidates.items():
             if name in state.reads and name not in state.handled:
                 self.report(where)
@@ -212,13 +224,19 @@ class ScheduledLoss(nn.Module):
             for target in node.targets:
                 t = target.target
                 if t.__class__ is cst.Attribute and flow.is_self(t.value):
-                    state.assigned.add(t.attr.value)
+                    name = t.attr.value
+                    state.assigned.add(name)
+                    method = _own_method(flow, state, node.value)
                     if v is not None and v.kind == CPU and not v.explicit and not v.module:
-                        state.candidates[t.attr.value] = node
+                        state.candidates[name] = node
+                        state.by_method.pop(name, None)
                         if node.value.__class__ is cst.Call and _one_dimensional(node.value):
-                            state.one_d.add(t.attr.value)
-                    else:
-                        state.candidates.pop(t.attr.value, None)
+                            state.one_d.add(name)
+                    elif method is not None:
+                        state.candidates[name] = node
+                        state.by_method[name] = method
+                    elif not (name in state.candidates and _reshaped(flow, node.value, name)):
+                        state.candidates.pop(name, None)  # (self.codes.permute(2, 0, 1) of a candidate: kept)
             return
         state = self._state("forward")
         if state is not None:
@@ -274,6 +292,36 @@ class ScheduledLoss(nn.Module):
             state.reads.add(node.attr.value)
         if state.inherited is not None and flow.is_self(inner) and id(node) not in state.excluded:
             state.read_at.setdefault(node.attr.value, node)
+
+
+def _calls_own_method(value: ast.AST, cls: ast.ClassDef) -> bool:
+    """Pre-check: is ``value`` ``<name>.<m>(...)`` with ``m`` a method defined in ``cls``?"""
+    if value.__class__ is not ast.Call or value.func.__class__ is not ast.Attribute or value.func.value.__class__ is not ast.Name:
+        return False
+    return bool(methods_of(cls, value.func.attr))
+
+
+def _own_method(flow: DeviceFlow, state: _ClassState, value: cst.BaseExpression) -> str | None:
+    """``m`` when ``value`` is ``self.m(...)``, a method of this class (not ``to``/``cuda``)."""
+    if value.__class__ is not cst.Call or value.func.__class__ is not cst.Attribute:
+        return None
+    func = value.func
+    name = func.attr.value
+    return name if flow.is_self(func.value) and name in state.info.methods and name not in _CUSTOM_MOVE else None
+
+
+def _reshaped(flow: DeviceFlow, value: cst.BaseExpression, name: str) -> bool:
+    """Is ``value`` the attribute ``self.<name>`` itself, indexed or through methods that keep
+    its device (``self.codes.permute(2, 0, 1)``, ``self.pe[:n].unsqueeze(0)``), never moved?"""
+    while True:
+        t = value.__class__
+        if t is cst.Subscript:
+            value = value.value
+        elif t is cst.Call and value.func.__class__ is cst.Attribute and value.func.attr.value not in _MOVES:
+            value = value.func.value
+        else:
+            break
+    return value.__class__ is cst.Attribute and value.attr.value == name and flow.is_self(value.value)
 
 
 def _int_param(function: cst.CSTNode, name: str) -> bool:
