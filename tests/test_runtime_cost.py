@@ -13,7 +13,7 @@ from torch import nn  # noqa: E402
 
 from devlint.runtime import TrainingStep, check_step  # noqa: E402
 from devlint.runtime import replay, runs, workcopy  # noqa: E402
-from devlint.runtime.compare import CHUNK, Delta, measure  # noqa: E402
+from devlint.runtime.compare import CHUNK, Delta, Rounding, _deltas, measure  # noqa: E402
 from devlint.runtime.emulate import Float32Accumulate, Float32GEMMs, cpu_kernels, resolve  # noqa: E402
 
 ZOO = Path(__file__).resolve().parents[1] / "fixtures" / "runtime" / "zoo.py"
@@ -232,6 +232,24 @@ def test_chunked_measure_equals_the_direct_computation():
     assert p.zeros == 50
     g[7] = float("nan")
     assert measure(1.0, {"w": ref_g}, {}, 1.0, [("w", g)]).params["w"].grad == math.inf
+
+
+@pytest.mark.parametrize("round_to", [None, "bfloat16", "float16", Rounding("bfloat16", 24.0)])
+def test_a_group_of_updates_is_each_update_chunk_concatenated(round_to):
+    torch.manual_seed(0)
+    afters = [torch.randn(n) for n in (5, 30, 1, 200)]
+    befores = [a + 1e-3 * torch.randn_like(a) for a in afters]
+    afters[1], befores[1] = afters[1].reshape(5, 6).t(), befores[1].reshape(5, 6).t()  # not contiguous
+    befores[2] = befores[2].double()
+    deltas = [Delta(a, b, round_to) for a, b in zip(afters, befores)]
+    assert torch.equal(_deltas(deltas), torch.cat([d.chunk(0, d.numel()) for d in deltas]))
+    # and measure's numbers are the one-at-a-time path's
+    refs = {str(i): torch.randn(d.numel()) for i, d in enumerate(deltas)}
+    grads = [(k, r + 1e-3 * torch.randn_like(r)) for k, r in refs.items()]
+    e = measure(1.0, refs, refs, 1.0, grads, dict(zip(refs, deltas)))
+    for k, d in zip(refs, deltas):
+        want = float((d.chunk(0, d.numel()) - refs[k]).double().norm() / refs[k].double().norm())
+        assert math.isclose(e.params[k].update, want, rel_tol=1e-6)
 
 
 def test_reference_keeps_updates_only_where_they_are_judged():

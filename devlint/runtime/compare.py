@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from .group_sums import group_sums
+from .group_sums import cat_float32, group_sums
 
 __all__ = ["Tolerances", "DEFAULT_TOLERANCES", "resolve_tolerances", "ParamError", "Errors",
            "Verdict", "Rounding", "Delta", "CHUNK", "measure", "needs_floor", "judge", "unit_roundoff",
@@ -443,13 +443,29 @@ _GROUPED, _GROUP = 1024, 8192
 
 def _group_sums(group: list, zeros: bool, known: dict, out: dict) -> None:
     """:func:`_sums_of` for one group (:func:`devlint.runtime.group_sums.group_sums`)."""
-    runs = [x.chunk(0, x.numel()) if isinstance(x, Delta) else x.reshape(-1) for _, x, _ in group]
+    xs = [x for _, x, _ in group]
+    if len(xs) > 1 and all(type(x) is Delta for x in xs) and len({x.round_to for x in xs}) == 1:
+        runs = [_deltas(xs)]
+    else:
+        runs = [x.chunk(0, x.numel()) if isinstance(x, Delta) else x.reshape(-1) for x in xs]
     sums = group_sums(runs, [r.reshape(-1) for _, _, r in group], zeros,
                       any(known.get(k) is None for k, _, _ in group))
     for (key, _, _), (sq_diff, sq_ref, lost, dot, sq_run) in zip(group, sums):
         if known.get(key) is None:
             known[key] = sq_ref
         out[key] = (sq_diff, known[key], lost, dot, sq_run)
+
+
+def _deltas(deltas: list) -> torch.Tensor:
+    """The updates of several :class:`Delta` (one ``round_to`` for all) as one flat float32
+    CPU tensor, in order: what their :meth:`Delta.chunk` give, concatenated, each element
+    computed by the same float32 operations (a few ops for the group instead of ~8 per
+    parameter: an SGD model's small parameters cost ~0.1 plain steps a run that way)."""
+    after = cat_float32([_flat(d.after) for d in deltas])
+    before = cat_float32([_flat(d.before) for d in deltas])
+    if deltas[0].round_to:
+        before = round_trip(before, deltas[0].round_to)
+    return after - before
 
 
 def needs_floor(errors: Errors, mode: str, tol: Tolerances) -> bool:

@@ -14,7 +14,7 @@ import math
 
 import torch
 
-__all__ = ["group_sums"]
+__all__ = ["cat_float32", "group_sums"]
 
 _FLOAT32_MAX = torch.finfo(torch.float32).max
 
@@ -24,7 +24,7 @@ def _f32(v: float) -> float:
     return math.copysign(math.inf, v) if abs(v) > _FLOAT32_MAX else v
 
 
-def _cat(flats: list) -> torch.Tensor:
+def cat_float32(flats: list) -> torch.Tensor:
     """Flat tensors concatenated, as float32 on the CPU (each moved first when they are on
     several devices)."""
     if len({t.device for t in flats}) > 1:
@@ -45,7 +45,7 @@ def group_sums(runs: list, refs: list, zeros: bool, with_ref: bool = True) -> li
     Memory: a few float64 copies of the group (keep groups small).
     """
     with torch.no_grad():
-        a, b = _cat(runs), _cat(refs)
+        a, b = cat_float32(runs), cat_float32(refs)
         d = a - b
         ad, bd, dd = a.double(), b.double(), d.double()
         rows = [dd * dd, ad * bd, ad * ad, bd * bd] if with_ref else [dd * dd, ad * bd, ad * ad]
