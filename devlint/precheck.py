@@ -21,14 +21,16 @@ import ast
 from typing import Sequence
 
 from .precheck_cpu_flow import CpuFlow
-from .precheck_predicates import (Facts, Unit, arguments, builds_module, calls_in, dotted, has_backward, may_move,
-                                  methods_of, module_class, nodes_under, own_nodes, resolves_to, strip_module_methods,
-                                  surely_guarded_calls, top_functions, torch_dtype, unit_may_move, walk)
+from .precheck_predicates import (Facts, Unit, arguments, builds_module, calls_in, dotted, has_backward, may_augment,
+                                  may_move, methods_of, module_class, nodes_under, own_nodes, resolves_to,
+                                  strip_module_methods, surely_guarded_calls, top_functions, torch_dtype, unit_may_move,
+                                  walk)
 
 #: The rules import the shared predicates from here too (they live in ``precheck_predicates``).
 __all__ = ["Unit", "Facts", "candidates", "CpuFlow", "arguments", "builds_module", "calls_in", "dotted",
-           "has_backward", "may_move", "methods_of", "module_class", "nodes_under", "own_nodes", "resolves_to",
-           "strip_module_methods", "surely_guarded_calls", "top_functions", "torch_dtype", "unit_may_move", "walk"]
+           "has_backward", "may_augment", "may_move", "methods_of", "module_class", "nodes_under", "own_nodes",
+           "resolves_to", "strip_module_methods", "surely_guarded_calls", "top_functions", "torch_dtype",
+           "unit_may_move", "walk"]
 
 def candidates(text: str, rules: Sequence[type], tree: ast.Module | None = None,
                facts: Facts | None = None) -> tuple[list[type], ast.Module | None]:

@@ -74,8 +74,16 @@ class DevScopes:
         self._settle()
 
     @classmethod
-    def of(cls, facts: Facts, dtypes: frozenset[str]) -> "DevScopes":
-        """The scopes of ``facts``' file, computed once per file (kept in ``facts.memo``)."""
+    def of(cls, facts: Facts, dtypes: frozenset[str]) -> "DevScopes | Deferred":
+        """The scopes of ``facts``' file, computed once per file (kept in ``facts.memo``) when
+        :meth:`Deferred.may_report` is first asked: a file whose calls all go by before (no
+        argument, another callee) never walks its tree again (each100k.py: 100k ``.cuda()``)."""
+        found = facts.memo.get("dev_scopes")
+        return Deferred(dtypes) if found is None else found
+
+    @classmethod
+    def built(cls, facts: Facts, dtypes: frozenset[str]) -> "DevScopes":
+        """The scopes of ``facts``' file, built now unless ``facts.memo`` holds them."""
         found = facts.memo.get("dev_scopes")
         if found is None:
             found = facts.memo["dev_scopes"] = cls(facts, dtypes)
@@ -258,6 +266,23 @@ class DevScopes:
                 if nested.sees and not nested.stores.isdisjoint(attrs):
                     return True
         return False
+
+
+class Deferred:
+    """:class:`DevScopes` of a file not built yet: the first :meth:`may_report` builds them
+    (:meth:`DevScopes.built`). Holds no ``Facts`` (they are handed in, as to ``DevScopes``)."""
+
+    __slots__ = ("dtypes", "scopes")
+
+    def __init__(self, dtypes: frozenset[str]) -> None:
+        self.dtypes = dtypes
+        self.scopes: DevScopes | None = None
+
+    def may_report(self, call: ast.Call, context: ast.AST, facts: Facts) -> bool:
+        """:meth:`DevScopes.may_report`, the scopes built at the first call."""
+        if self.scopes is None:
+            self.scopes = DevScopes.built(facts, self.dtypes)
+        return self.scopes.may_report(call, context, facts)
 
 
 def _parameters(function: ast.AST, cls: ast.ClassDef | None) -> set[str]:

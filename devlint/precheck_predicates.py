@@ -11,6 +11,7 @@ what the libcst analyses it stands for would find (named in each docstring).
 from __future__ import annotations
 
 import ast
+import re
 from collections import deque
 from typing import Iterable, Sequence
 
@@ -262,8 +263,25 @@ def calls_in(unit: Unit, root: ast.AST) -> Iterable[tuple[ast.Call, ast.AST]]:
 
 def unit_may_move(unit: Unit, facts: Facts, dtypes: frozenset[str]) -> bool:
     """Could the unit make a value on an accelerator: a :func:`may_move` call or a ``device=``
-    keyword (a factory on a device)?"""
-    return "device" in unit.keywords or any(may_move(c, facts, dtypes) for c in unit.calls("to", "cuda"))
+    keyword (a factory on a device)? Kept in ``facts.memo`` (several predicates ask)."""
+    if "device" in unit.keywords:
+        return True
+    kept = facts.memo.setdefault("unit_may_move", {})
+    key = (id(unit), dtypes)  # the facts keep the unit: its id stays its own
+    found = kept.get(key)
+    if found is None:
+        found = kept[key] = any(may_move(c, facts, dtypes) for c in unit.calls("to", "cuda"))
+    return found
+
+
+#: every augmented assignment's operator (``//=`` and ``**=`` end in ``/=`` and ``*=``)
+_AUGMENTED = re.compile(r"(?:[-+*/%&|^@]|<<|>>)=")
+
+
+def may_augment(facts: Facts) -> bool:
+    """May the file hold an augmented assignment (``x += e``)? Its text holds the operator
+    then; a file without one need not walk its statements for ``ast.AugAssign``."""
+    return _AUGMENTED.search(facts.text) is not None
 
 
 def own_nodes(function: ast.AST) -> Iterable[ast.AST]:

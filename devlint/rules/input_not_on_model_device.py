@@ -7,7 +7,7 @@ import ast
 import libcst as cst
 
 from ..dataflow import DTYPES, MIXB, DeviceFlow
-from ..precheck import CpuFlow, arguments, calls_in, unit_may_move
+from ..precheck import CpuFlow, arguments, calls_in, may_augment, unit_may_move
 from ..precheck_dev_scope import DevScopes
 from ..rule import Rule
 
@@ -47,7 +47,7 @@ def _candidate_in_place(facts) -> bool:
     """An augmented assignment whose target (``x`` of ``x += e``, ``t`` of ``t[:, 2:] *= e``) may
     be a CPU tensor (not :meth:`devlint.precheck.CpuFlow.quiet`), in a file that may move
     something: :meth:`devlint.dataflow.DeviceFlow.check_in_place` may report it."""
-    if not any(unit_may_move(unit, facts, DTYPES) for unit in facts.units):
+    if not may_augment(facts) or not any(unit_may_move(unit, facts, DTYPES) for unit in facts.units):
         return False
     for unit in facts.units:
         root = unit.node if unit.node is not None else facts.tree
