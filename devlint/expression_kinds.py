@@ -65,6 +65,13 @@ def _scalar_index(expr: cst.Subscript, base: V) -> bool:
     return True
 
 
+def _item_field(attr: str) -> bool:
+    """Can the field ``attr`` of a step's parameter be a tensor of its batch (``data.x``,
+    ``batch.snr``)? Not tensor metadata (``.shape``), a private field or a submodule
+    (``.encoder``)."""
+    return attr not in _TENSOR_META and not attr.startswith("_") and not _MODEL_CALLEE.search(attr)
+
+
 #: factories whose result is always 1-D, and those sized by their positional arguments
 _ONE_D = frozenset({"arange", "range", "linspace", "logspace", "randperm"})
 
@@ -160,6 +167,10 @@ class ExpressionKinds:
         if self.is_self(expr.value):
             return self.self_attr(expr.attr.value)
         base = self.value(expr.value, env)
+        if env is None and (base is None or base.kind in (PARAM, PITEM)) and _item_field(expr.attr.value):
+            group = self.param_group(expr.value)
+            if group is not None:  # data.x of a parameter data whose siblings move: an item
+                return V(PITEM, group=group)
         if base is None:
             return None
         attr = expr.attr.value
