@@ -366,6 +366,8 @@ class ExpressionKinds:
                 if env is None and (inner is None or inner.kind == PARAM) and isinstance(source, (cst.Name, cst.Attribute)):
                     # batch = next(iter(loader)) of a loader the linter cannot see: one batch group
                     return V(PB, group=id(call), param=inner.param if inner is not None else None)
+                if inner is not None and inner.kind == LOADER and env is None:
+                    return V(CPUB, group=id(call))  # next(iter(DataLoader(...))): one batch, as a loop's
                 return self.element(inner)
             if fn == "iter" and call.args:
                 inner = self.value(call.args[0].value, env)
