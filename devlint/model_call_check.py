@@ -36,9 +36,16 @@ def _cpu_side_item(expr: cst.BaseExpression, moved_texts: frozenset = frozenset(
     if not name:
         return False
     lowered = name.lower()
-    if lowered in moved_texts:
+    if lowered in moved_texts or _graph_structure(lowered):
         return False
     return lowered in _CPU_SIDE_ITEMS or lowered.rsplit("_", 1)[-1] in _CPU_SIDE_ITEMS
+
+
+def _graph_structure(lowered: str) -> bool:
+    """``edge_index``, ``pos_edge_index``, ``edge_indices``: a graph's connectivity, which a graph
+    network's message passing gathers and scatters with on the model's device (PyTorch
+    Geometric's name for it), not a sample's index kept for bookkeeping."""
+    return "edge" in lowered.split("_")[:-1]
 
 
 class ModelCallCheck:
