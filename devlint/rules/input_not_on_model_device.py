@@ -8,7 +8,7 @@ import libcst as cst
 
 from ..dataflow import DTYPES, MIXB, DeviceFlow
 from ..precheck import CpuFlow, arguments, calls_in, unit_may_move
-from ..precheck_dev_scope import DevScopes
+from ..precheck_dev_scope import DevScopes, constructed_loss
 from ..rule import Rule
 
 
@@ -25,7 +25,7 @@ def _candidate_call(facts) -> ast.Call | None:
             if not (call.args or call.keywords):
                 continue
             func = call.func
-            if func.__class__ is not ast.Attribute and func.__class__ is not ast.Name:
+            if func.__class__ is not ast.Attribute and func.__class__ is not ast.Name and not constructed_loss(call):
                 continue
             # any other callee may be a helper given a model's output and an item left behind
             # (DeviceFlow.check_call's ``helper``), so the callee narrows nothing more; but
