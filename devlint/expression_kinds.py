@@ -168,9 +168,10 @@ class ExpressionKinds:
             return self.self_attr(expr.attr.value)
         base = self.value(expr.value, env)
         if env is None and (base is None or base.kind in (PARAM, PITEM)) and _item_field(expr.attr.value):
-            group = self.param_group(expr.value)
-            if group is not None:  # data.x of a parameter data whose siblings move: an item
-                return V(PITEM, group=group)
+            if self.param_group(expr.value) is not None:
+                # data.x is an item of data's own fields: evidence only when data.edge_index
+                # moves, not when another parameter or a method's result does (data_buffer.sample())
+                return V(PITEM, group=hash((self.param_group(expr.value), expr.value.value)))
         if base is None:
             return None
         attr = expr.attr.value
