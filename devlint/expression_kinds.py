@@ -65,6 +65,13 @@ def _scalar_index(expr: cst.Subscript, base: V) -> bool:
     return True
 
 
+def _item_field(attr: str) -> bool:
+    """Can the field ``attr`` of a step's parameter be a tensor of its batch (``data.x``,
+    ``batch.snr``)? Not tensor metadata (``.shape``), a private field or a submodule
+    (``.encoder``)."""
+    return attr not in _TENSOR_META and not attr.startswith("_") and not _MODEL_CALLEE.search(attr)
+
+
 #: factories whose result is always 1-D, and those sized by their positional arguments
 _ONE_D = frozenset({"arange", "range", "linspace", "logspace", "randperm"})
 
@@ -160,6 +167,11 @@ class ExpressionKinds:
         if self.is_self(expr.value):
             return self.self_attr(expr.attr.value)
         base = self.value(expr.value, env)
+        if env is None and (base is None or base.kind in (PARAM, PITEM)) and _item_field(expr.attr.value):
+            if self.param_group(expr.value) is not None:
+                # data.x is an item of data's own fields: evidence only when data.edge_index
+                # moves, not when another parameter or a method's result does (data_buffer.sample())
+                return V(PITEM, group=hash((self.param_group(expr.value), expr.value.value)))
         if base is None:
             return None
         attr = expr.attr.value
@@ -355,6 +367,8 @@ class ExpressionKinds:
                 if env is None and (inner is None or inner.kind == PARAM) and isinstance(source, (cst.Name, cst.Attribute)):
                     # batch = next(iter(loader)) of a loader the linter cannot see: one batch group
                     return V(PB, group=id(call), param=inner.param if inner is not None else None)
+                if inner is not None and inner.kind == LOADER and env is None:
+                    return V(CPUB, group=id(call))  # next(iter(DataLoader(...))): one batch, as a loop's
                 return self.element(inner)
             if fn == "iter" and call.args:
                 inner = self.value(call.args[0].value, env)

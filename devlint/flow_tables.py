@@ -76,6 +76,9 @@ _LOSS_CALLEE = re.compile(
     r"|^_*(criterion|crit)_\w+$",
     re.I,
 )
+#: a loss class built and called in one expression (``nn.CrossEntropyLoss()(out, y)``,
+#: ``FrobeniusNormLoss()(est, igt)``): the last part of the constructor's dotted name
+_LOSS_CLASS = re.compile(r"^[A-Z]\w*Loss$")
 _HELPER_PREFIX = re.compile(r"^(compute|calc|calculate|get|eval|evaluate|run|do|make|build|update|step|train|log)_", re.I)
 #: batch items that are CPU-side by design (``pack_padded_sequence`` lengths) or not tensors
 _CPU_SIDE_ITEMS = frozenset(

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import libcst as cst
 
-from .flow_kinds import CPU, CPUB, DEV, DEVB, FED, LOADER, MIXB, PARAM, PB, PITEM, V
+from .flow_kinds import CPU, CPUB, DEV, DEVB, FED, LOADER, MIXB, MODEL, PARAM, PB, PITEM, V
 from .flow_tables import (
-    _CPU_SIDE_ITEMS, _ESTIMATOR_API, _HELPER_PREFIX, _LOSS_CALLEE, _MODEL_CALLEE, _MODEL_METHODS, _MODULE_API, _NOT_COMPUTING, _READOUTS,
+    _CPU_SIDE_ITEMS, _ESTIMATOR_API, _HELPER_PREFIX, _LOSS_CALLEE, _LOSS_CLASS, _MODEL_CALLEE, _MODEL_METHODS, _MODULE_API, _NOT_COMPUTING, _READOUTS,
 )
 from .guards import string_value
 from .names import dotted
@@ -36,9 +36,16 @@ def _cpu_side_item(expr: cst.BaseExpression, moved_texts: frozenset = frozenset(
     if not name:
         return False
     lowered = name.lower()
-    if lowered in moved_texts:
+    if lowered in moved_texts or _graph_structure(lowered):
         return False
     return lowered in _CPU_SIDE_ITEMS or lowered.rsplit("_", 1)[-1] in _CPU_SIDE_ITEMS
+
+
+def _graph_structure(lowered: str) -> bool:
+    """``edge_index``, ``pos_edge_index``, ``edge_indices``: a graph's connectivity, which a graph
+    network's message passing gathers and scatters with on the model's device (PyTorch
+    Geometric's name for it), not a sample's index kept for bookkeeping."""
+    return "edge" in lowered.split("_")[:-1]
 
 
 class ModelCallCheck:
@@ -70,6 +77,8 @@ class ModelCallCheck:
                     return None, func.value
                 return None, None
             return None, func  # trainer.model(x): known only by its name
+        if func.__class__ is cst.Call and _LOSS_CLASS.match((dotted(func.func) or "").rsplit(".", 1)[-1]):
+            return V(MODEL, module=True, loss=True), func  # FrobeniusNormLoss()(est, igt): a loss built in place
         return None, None
 
     def model_named(self, expr: cst.BaseExpression | None) -> bool:

@@ -26,13 +26,20 @@ import ast
 from typing import TYPE_CHECKING
 
 from .batches import BATCH_CALL
-from .flow_tables import _LOSS_CALLEE, _MODEL_METHODS
+from .flow_tables import _LOSS_CALLEE, _LOSS_CLASS, _MODEL_METHODS
 from .precheck_predicates import dotted, may_move
 
 if TYPE_CHECKING:  # annotations only
     from .precheck_predicates import Facts
 
 _DEFS = (ast.FunctionDef, ast.AsyncFunctionDef)
+
+
+def constructed_loss(call: ast.Call) -> bool:
+    """Is ``call`` a loss class built and called in one expression (``nn.MSELoss()(out, y)``,
+    ``FrobeniusNormLoss()(est, igt)``), which the dataflow takes for a loss?"""
+    func = call.func
+    return func.__class__ is ast.Call and bool(_LOSS_CLASS.match((dotted(func.func) or "").rsplit(".", 1)[-1]))
 #: match patterns that bind a name (``case x``, ``case [*rest]``, ``case {**rest}``)
 _CAPTURES = (ast.MatchAs, ast.MatchStar, ast.MatchMapping)
 
@@ -227,6 +234,8 @@ class DevScopes:
         (``criterion``, ``self.loss_fn``: ``ModelCallCheck.loss_named``), a ``torch.nn.functional``
         loss through the imports, or, where the file builds a ``*Loss`` module, any callee
         that may hold it (a name or an attribute)?"""
+        if constructed_loss(call):
+            return True
         name = dotted(call.func)
         if name is None:
             return False

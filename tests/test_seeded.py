@@ -155,7 +155,7 @@ def test_fresh_packages_are_in_no_other_group():
     assert len(fresh) == len(seeded.FRESH) >= 10
     assert not fresh & (others | bench)
     assert seeded.SETS["fresh"] is seeded.FRESH
-    everyone = (*seeded.PACKAGES, *seeded.HELDOUT, *seeded.FRESH, *seeded.FOURTH, *seeded.FIFTH)
+    everyone = (*seeded.PACKAGES, *seeded.HELDOUT, *seeded.FRESH, *seeded.FOURTH, *seeded.FIFTH, *seeded.SIXTH)
     assert {p.name for p in seeded.SETS["all"]} == {p.name for p in everyone}
 
 
@@ -181,6 +181,24 @@ def test_fifth_packages_are_in_no_other_group():
     assert len(fifth) == len(seeded.FIFTH) >= 10
     assert not fifth & (others | bench)
     assert seeded.SETS["fifth"] is seeded.FIFTH
+
+
+def test_sixth_packages_are_in_no_other_group():
+    """The sixth set measures generalisation too: none of its packages is in another group,
+    linted by ecosystem.py (any list), timed by bench_lint.py or left out of an earlier set."""
+    sixth = {p.name.lower().replace("_", "-") for p in seeded.SIXTH}
+    listed = (*seeded.PACKAGES, *seeded.HELDOUT, *seeded.FRESH, *seeded.FOURTH, *seeded.FIFTH,
+              *seeded.ecosystem.PACKAGES)
+    others = {p.name.lower().replace("_", "-") for p in listed}
+    bench = {"timm", "accelerate", "ultralytics", "lightning", "diffusers", "transformers"}
+    left_out = {"espnet", "allennlp", "torchdrug", "deepctr-torch", "pytorch-ood", "chgnet", "torchkeras",
+                "textattack", "fair-esm", "mace-torch", "robustbench", "trojanzoo", "setfit", "torchxrayvision",
+                "torchcrepe", "baal", "fuxictr", "gfpgan", "realesrgan", "stylegan2-pytorch", "tez", "torchbearer",
+                "cellpose", "imitation", "rl-games", "bert-score", "openprompt", "audiocraft", "elegantrl",
+                "torchmeta", "torchsde"}
+    assert len(sixth) == len(seeded.SIXTH) >= 10
+    assert not sixth & (others | bench | left_out)
+    assert seeded.SETS["sixth"] is seeded.SIXTH
 
 
 ALIGN = '''def evaluate(detector, loader, device):

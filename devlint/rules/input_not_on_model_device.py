@@ -8,7 +8,7 @@ import libcst as cst
 
 from ..dataflow import DTYPES, MIXB, DeviceFlow
 from ..precheck import CpuFlow, arguments, calls_in, may_augment, unit_may_move
-from ..precheck_dev_scope import DevScopes
+from ..precheck_dev_scope import DevScopes, constructed_loss
 from ..rule import Rule
 
 
@@ -25,7 +25,7 @@ def _candidate_call(facts) -> ast.Call | None:
             if not (call.args or call.keywords):
                 continue
             func = call.func
-            if func.__class__ is not ast.Attribute and func.__class__ is not ast.Name:
+            if func.__class__ is not ast.Attribute and func.__class__ is not ast.Name and not constructed_loss(call):
                 continue
             # any other callee may be a helper given a model's output and an item left behind
             # (DeviceFlow.check_call's ``helper``), so the callee narrows nothing more; but
@@ -110,7 +110,9 @@ sampler's method (`self.sampler.sample(X)`) or from `metric_logger.log_every(loa
 step function's `batch` parameter (`batch["x"].to(d)` then `batch["y"]` unmoved), the
 parameters of a function that moves one of them (`def train_step(self, x, y): x = x.to(d)`,
 then `y` reaches the loss; also in a step loop over `range(steps)` that indexes them), names bound by a
-`match` pattern, a `DataLoader` returned by a helper of the same module, and an item moved in
+`match` pattern, the fields of a step's parameter (`data.x` beside `data.edge_index.to(d)`), a
+batch drawn with `next(...)` from a `DataLoader`, a loss built where it is called
+(`nn.MSELoss()(out, y)`), a `DataLoader` returned by a helper of the same module, and an item moved in
 the body of a `try` but not in a handler that goes on after it (or the other way round). A loss given an
 item left behind while its sibling moved is flagged even when the model's output comes from a
 helper; so is a helper or a tensor method (`get_log_probs(logits, labels)`, `metric.update(pred,
@@ -135,7 +137,8 @@ linter cannot see into are left alone, as is a batch from a loader the linter ca
 no item of it is moved (a prefetcher may place it), a `DataLoader` whose `collate_fn` (a function
 of the same module) or whose Dataset's `__getitem__` returns device tensors, items that stay on
 the CPU by design
-(`lengths` for `pack_padded_sequence`, file names, raw text), parameters that are no items of
+(`lengths` for `pack_padded_sequence`, file names, raw text, a sample's index; a graph's
+`edge_index` is no such index), parameters that are no items of
 a batch (a loop counter such as `iteration`, a `cfg`, a classmethod's `cls`, whose call builds an
 instance), an argument a helper of this file only holds (fills `out.set(...)`, hands on as
 `generation_config=cfg`), calls that hand their arguments to another callable (`Thread(target=f,
