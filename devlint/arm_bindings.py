@@ -17,103 +17,83 @@ import libcst as cst
 _ANYWHERE = 1 << 30
 
 
-class _Bindings(cst.CSTVisitor):
-    """How many times each name is bound in a block of one scope (nested functions, classes,
-    lambdas and comprehensions are other scopes: only a ``def``'s or ``class``'s own name,
-    and a walrus, which binds in the enclosing function, count)."""
+def _targets(target: cst.BaseExpression, count: Counter) -> None:
+    if target.__class__ is cst.Name:
+        count[target.value] += 1
+    elif isinstance(target, (cst.Tuple, cst.List)):
+        for element in target.elements:
+            _targets(element.value, count)
+    elif target.__class__ is cst.StarredElement:
+        _targets(target.value, count)
 
-    def __init__(self) -> None:
-        self.count: Counter[str] = Counter()
 
-    def _targets(self, target: cst.BaseExpression) -> None:
-        if target.__class__ is cst.Name:
-            self.count[target.value] += 1
-        elif isinstance(target, (cst.Tuple, cst.List)):
-            for element in target.elements:
-                self._targets(element.value)
-        elif target.__class__ is cst.StarredElement:
-            self._targets(target.value)
-
-    def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
-        self._targets(node.target)
-
-    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
-        self._targets(node.target)
-
-    def visit_AugAssign(self, node: cst.AugAssign) -> None:
-        self._targets(node.target)
-
-    def visit_For(self, node: cst.For) -> None:
-        self._targets(node.target)
-
-    def visit_AsName(self, node: cst.AsName) -> None:  # with ... as x, except E as x, import m as x
-        self._targets(node.name)
-
-    def visit_ImportAlias(self, node: cst.ImportAlias) -> None:
-        if node.asname is None:
-            name = node.name
-            while name.__class__ is cst.Attribute:
-                name = name.value
-            self._targets(name)
-
-    def visit_NamedExpr(self, node: cst.NamedExpr) -> None:
-        self._targets(node.target)
-
-    def visit_Del(self, node: cst.Del) -> None:
-        self._targets(node.target)
-
-    def visit_MatchAs(self, node: cst.MatchAs) -> None:
-        if node.name is not None:
-            self._targets(node.name)
-
-    def visit_MatchStar(self, node: cst.MatchStar) -> None:
-        if node.name is not None:
-            self._targets(node.name)
-
-    def visit_MatchMapping(self, node: cst.MatchMapping) -> None:
-        if node.rest is not None:
-            self._targets(node.rest)
-
-    def visit_Global(self, node: cst.Global) -> None:
-        for item in node.names:
-            self.count[item.name.value] += _ANYWHERE
-
-    def visit_Nonlocal(self, node: cst.Nonlocal) -> None:
-        for item in node.names:
-            self.count[item.name.value] += _ANYWHERE
-
-    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
-        self.count[node.name.value] += 1
-        return False
-
-    def visit_ClassDef(self, node: cst.ClassDef) -> bool:
-        self.count[node.name.value] += 1
-        return False
-
-    def visit_Lambda(self, node: cst.Lambda) -> bool:
-        return False
-
-    def visit_CompFor(self, node: cst.CompFor) -> bool:
-        self._walrus_only(node)
-        return False
-
-    def _walrus_only(self, node: cst.CSTNode) -> None:
-        """A comprehension's own targets bind in its scope; a walrus in it binds outside."""
-        stack = [node]
-        while stack:
-            current = stack.pop()
-            if current.__class__ is cst.NamedExpr:
-                self._targets(current.target)
-            stack.extend(current.children)
+#: node type -> the field holding the name(s) it binds
+_BINDING_FIELD = {
+    cst.AssignTarget: "target", cst.AnnAssign: "target", cst.AugAssign: "target", cst.For: "target",
+    cst.AsName: "name",  # with ... as x, except E as x, import m as x
+    cst.NamedExpr: "target", cst.Del: "target", cst.MatchAs: "name", cst.MatchStar: "name", cst.MatchMapping: "rest",
+}
 
 
 def bindings(block: cst.CSTNode) -> Counter:
     """How many times each name is bound in ``block`` (a function's body, an arm of an ``if``),
-    in the block's own scope; a name declared ``global``/``nonlocal`` counts as bound
-    everywhere. A pure function of the immutable node."""
-    seen = _Bindings()
-    block.visit(seen)
-    return seen.count
+    in the block's own scope: nested functions, classes, lambdas and comprehensions are other
+    scopes (only a ``def``'s or ``class``'s own name counts, and a walrus, which binds in the
+    enclosing function). A name declared ``global``/``nonlocal`` counts as bound everywhere.
+    A pure function of the immutable node; walks the dataclass fields itself (libcst's
+    visitor was half a long file's lint)."""
+    count: Counter = Counter()
+    stack: list = [block]
+    node_type = cst.CSTNode
+    while stack:
+        node = stack.pop()
+        t = node.__class__
+        if t is cst.Name:
+            continue
+        field = _BINDING_FIELD.get(t)
+        if field is not None:
+            value = getattr(node, field)
+            if value is not None:
+                _targets(value, count)
+        if t is cst.ImportAlias and node.asname is None:
+            name = node.name
+            while name.__class__ is cst.Attribute:
+                name = name.value
+            _targets(name, count)
+        elif t is cst.Global or t is cst.Nonlocal:
+            for item in node.names:
+                count[item.name.value] += _ANYWHERE
+        elif t is cst.FunctionDef or t is cst.ClassDef:
+            count[node.name.value] += 1
+            continue
+        elif t is cst.Lambda:
+            continue
+        elif t is cst.CompFor:
+            _walrus_only(node, count)
+            continue
+        for name in node.__dataclass_fields__:
+            value = getattr(node, name)
+            if isinstance(value, node_type):
+                stack.append(value)
+            elif value.__class__ is tuple or value.__class__ is list:
+                stack.extend(item for item in value if isinstance(item, node_type))
+    return count
+
+
+def _walrus_only(node: cst.CSTNode, count: Counter) -> None:
+    """A comprehension's own targets bind in its scope; a walrus in it binds outside."""
+    stack = [node]
+    node_type = cst.CSTNode
+    while stack:
+        current = stack.pop()
+        if current.__class__ is cst.NamedExpr:
+            _targets(current.target, count)
+        for name in current.__dataclass_fields__:
+            value = getattr(current, name)
+            if isinstance(value, node_type):
+                stack.append(value)
+            elif value.__class__ is tuple or value.__class__ is list:
+                stack.extend(item for item in value if isinstance(item, node_type))
 
 
 def bound_only_in(function_body: Counter, arm: Counter) -> frozenset[str]:

@@ -194,11 +194,16 @@ class BranchJoins:
         new = [n for n in (*after_body, *current) if n not in before and ((n in after_body) != (n in current))]
         if not new:
             return frozenset()
-        function_body = self.ctx.remembered("bindings", fn.body, lambda: bindings(fn.body))
+        kept = self.__dict__.setdefault("_arm_bindings", {})  # per lint: node id -> its bindings
+        if id(fn.body) not in kept:
+            kept[id(fn.body)] = self.ctx.remembered("bindings", fn.body, lambda: bindings(fn.body))
+        function_body = kept[id(fn.body)]
         out = set()
         for name in new:
             arm = node.body if name in after_body else node.orelse.body if node.orelse.__class__ is cst.Else else node.orelse
-            counted = self.ctx.remembered("bindings", arm, lambda: bindings(arm))
+            if id(arm) not in kept:
+                kept[id(arm)] = self.ctx.remembered("bindings", arm, lambda: bindings(arm))
+            counted = kept[id(arm)]
             if name in bound_only_in(function_body, counted):
                 out.add(name)
         return frozenset(out)
