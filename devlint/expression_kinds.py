@@ -129,7 +129,7 @@ class ExpressionKinds:
             v = self._call(expr, env)
             return self.fed(expr) if v is None and env is None else v
         if t is cst.BinaryOperation:
-            return self._combine((expr.left, expr.right), env) or self._scaled_on_device(expr, env)
+            return self._combine((expr.left, expr.right), env)
         if t is cst.Comparison:
             return self._combine((expr.left, *(c.comparator for c in expr.comparisons)), env)
         if t is cst.UnaryOperation:
@@ -191,22 +191,6 @@ class ExpressionKinds:
             cls is not None and expr.__class__ is cst.Attribute and self.is_self(expr.value)
             and expr.attr.value in cls.scalar_attrs
         )
-
-    def _scaled_on_device(self, expr: cst.BinaryOperation, env) -> V | None:
-        """``torch.randn_like(x, device=d) * self.scale``: a tensor on the device (placed or
-        computed there, no item of a batch, no module) multiplied or divided by an operand of
-        unknown kind is on the device (a number or a device tensor keeps it there; a CPU
-        tensor of more than one element raises). ``None`` otherwise, as :meth:`_combine` gives."""
-        if expr.operator.__class__ not in (cst.Multiply, cst.Divide):
-            return None
-        sides = (expr.left, expr.right)
-        kinds = [self.value(side, env) for side in sides]
-        for i, v in enumerate(kinds):
-            other = sides[1 - i]
-            if (v is not None and v.kind == DEV and not v.module and not v.explicit and v.group is None
-                    and kinds[1 - i] is None and (env is not None or self.param_group(other) is None)):
-                return V(DEV)
-        return None
 
     def _combine(self, operands, env) -> V | None:
         """Arithmetic: an input wins; unknown operands make the result unknown; an item of a

@@ -240,28 +240,6 @@ class ModelCallCheck:
                         and v.group is not None and v.group in moved)
         return base if evidence and self._device_operand(node.value) else None
 
-    def check_binary(self, node: cst.BinaryOperation) -> cst.BaseExpression | None:
-        """DEV111 for arithmetic outside an augmented assignment: the operand of ``x_batch +
-        noise`` that is an item of a batch left behind while a sibling moved, when the other
-        operand holds a device tensor (:meth:`_device_operand`); the operation raises there.
-        Only items a loop took from a batch, not a function's parameters (``out * alpha``:
-        a parameter may be a number). ``None`` otherwise."""
-        if self.silent or self.scatters:
-            return None
-        sides = (node.left, node.right)
-        for i, side in enumerate(sides):
-            while side.__class__ is cst.UnaryOperation:
-                side = side.expression
-            if _cpu_side_item(side, self.moved_texts):
-                continue
-            v = self.value(side)
-            if (v is None or v.kind not in (CPU, PITEM) or v.module or v.explicit or v.group is None
-                    or v.group not in self.frame.moved_groups or v.group == id(self.frame.node)):
-                continue
-            if self._device_operand(sides[1 - i]):
-                return side
-        return None
-
     def _device_operand(self, expr: cst.BaseExpression) -> bool:
         """Does arithmetic ``expr`` have an operand on the device (``c * torch.rand_like(x,
         device=d)``): a tensor placed or computed there, not a module?"""

@@ -67,43 +67,6 @@ def _candidate_in_place(facts) -> bool:
     return False
 
 
-def _binary_operations(unit, root) -> list:
-    """``(operation, the innermost def holding it, else root)`` for every arithmetic operation
-    of the unit (``x_batch + noise``)."""
-    found = []
-    stack = [(statement, root) for statement in unit.statements]
-    while stack:
-        node, context = stack.pop()
-        t = node.__class__
-        if t is ast.BinOp:
-            found.append((node, context))
-        elif t is ast.FunctionDef or t is ast.AsyncFunctionDef:
-            context = node
-        elif t is ast.Name or t is ast.Constant:
-            continue
-        stack.extend((child, context) for child in ast.iter_child_nodes(node))
-    return found
-
-
-def _candidate_binary(facts) -> bool:
-    """An arithmetic operation with an operand that may be a CPU tensor (not :meth:`devlint.precheck.CpuFlow.quiet`), in a
-    file that may move something: :meth:`devlint.dataflow.DeviceFlow.check_binary` may report it."""
-    if not any(unit_may_move(unit, facts, DTYPES) for unit in facts.units):
-        return False
-    for unit in facts.units:
-        root = unit.node if unit.node is not None else facts.tree
-        flow = None
-        for node, context in _binary_operations(unit, root):
-            for side in (node.left, node.right):
-                while side.__class__ is ast.UnaryOp:
-                    side = side.operand
-                if side.__class__ is not ast.Constant:
-                    flow = flow or CpuFlow(facts, root)
-                    if not flow.quiet(side, context):
-                        return True
-    return False
-
-
 class InputNotOnModelDevice(Rule):
     """A model moved to a device is called with a tensor that is still on the CPU."""
 
@@ -122,8 +85,8 @@ class InputNotOnModelDevice(Rule):
         method named like a model or a loss (or ``generate``/``forward``/``encode``), or
         ``self.<x>`` where the class or the module may move something (a moved model kept on
         ``self``); or an augmented assignment whose target may be such a tensor
-        (``x += noise``), or an arithmetic operand that may be one (``x_batch + noise``)."""
-        return _candidate_call(facts) is not None or _candidate_in_place(facts) or _candidate_binary(facts)
+        (``x += noise``)."""
+        return _candidate_call(facts) is not None or _candidate_in_place(facts)
 
     what_it_does = """
 Follows, in each function and in the module body, which names hold a model moved with
@@ -317,11 +280,6 @@ for x, y in loader:
         target = self.ctx.analysis(DeviceFlow).check_in_place(node)
         if target is not None:
             self.report(node, self._message(cst.Arg(value=target)))
-
-    def visit_BinaryOperation(self, node: cst.BinaryOperation) -> None:
-        operand = self.ctx.analysis(DeviceFlow).check_binary(node)
-        if operand is not None:
-            self.report(node, self._message(cst.Arg(value=operand)))
 
     def leave_Module(self, node: cst.Module) -> None:
         flow = self.ctx.analysis(DeviceFlow)
