@@ -128,9 +128,8 @@ handed to a computing helper, as the first argument after a model handed to a he
 (`forward(model, x, task_labels)`: later ones, such as task labels, may stay on the CPU), in a
 call of a module held by `self` (`self.hparams.normalizer(mel, lens)`) or of a method of the class that
 moves nothing itself, at a helper call (`pred = self.get_logits(x)`) whose output reaches
-a loss or a model, at a step function of this file given a moved item and one left behind
-(`training_step(image, target)`, a closure or a module function that moves nothing itself), and
-in arithmetic with a device tensor (`x_batch + noise`). Items a helper parses out of one
+a loss or a model, and at a step function of this file given a moved item and one left behind
+(`training_step(image, target)`, a closure or a module function that moves nothing itself). Items a helper parses out of one
 unmoved batch (`imgs, pids = self.parse_data(data)`) and the parts of a step parameter (`x, y = batch_x`) are items of it.
 
 Tensors moved with `.to(device)` (also `{k: v.to(device) for k, v in batch.items()}` and
