@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from .arm_bindings import bindings, bound_only_in
 from .branch_tests import asks_for_accelerator, not_none_names
 from .flow_kinds import CPU, CPUB, DEV, DEVB, MODEL, PARAM, PB, PITEM, V
 from .later_moves import collected, moves_items
@@ -152,10 +153,14 @@ class BranchJoins:
         joined = {}
         device_test = self.ctx.remembered("device-test", node.test, lambda: asks_for_accelerator(node.test))
         guarded = not_none_names(node.test)
+        one_arm = self._one_arm_names(node, before, after_body, current)
         for name in set(after_body) | set(current):
             a, b = after_body.get(name), current.get(name)
             if a is b:  # untouched on both arms (or unknown on both): what the steps below give
                 joined[name] = a
+                continue
+            if name in one_arm:  # bound on one arm only: a run that reads it took that arm
+                joined[name] = a if name in after_body else b
                 continue
             same = a is not None and b is not None and a.kind == b.kind and a.module == b.module
             placed = a is not None and b is not None and {a.kind, b.kind} == {DEV, DEVB} and not (a.module or b.module)
@@ -177,6 +182,31 @@ class BranchJoins:
             joined[name] = value if value is not None else _one_batch(a, b)
         frame.vars = joined
         self._memo.clear()
+
+    def _one_arm_names(self, node: cst.If, before: dict, after_body: dict, current: dict) -> frozenset[str]:
+        """The names unbound before the ``if`` that one arm binds, the other arm does not, and
+        no other statement of the function binds (:mod:`devlint.arm_bindings`): after the ``if``
+        they hold what that arm gave them. Empty in the module body (which other scopes may
+        bind through ``global``)."""
+        fn = self.frame.node
+        if fn.__class__ is not cst.FunctionDef:
+            return frozenset()
+        new = [n for n in (*after_body, *current) if n not in before and ((n in after_body) != (n in current))]
+        if not new:
+            return frozenset()
+        kept = self.__dict__.setdefault("_arm_bindings", {})  # per lint: node id -> its bindings
+        if id(fn.body) not in kept:
+            kept[id(fn.body)] = self.ctx.remembered("bindings", fn.body, lambda: bindings(fn.body))
+        function_body = kept[id(fn.body)]
+        out = set()
+        for name in new:
+            arm = node.body if name in after_body else node.orelse.body if node.orelse.__class__ is cst.Else else node.orelse
+            if id(arm) not in kept:
+                kept[id(arm)] = self.ctx.remembered("bindings", arm, lambda: bindings(arm))
+            counted = kept[id(arm)]
+            if name in bound_only_in(function_body, counted):
+                out.add(name)
+        return frozenset(out)
 
     def _tested(self, node: cst.If) -> frozenset[str]:
         """The names an ``if``'s test reads (``if prefix is None: prefix = ...``: a default

@@ -51,6 +51,7 @@ from .flow_tables import DTYPES, FACTORIES, LEGACY_CONSTRUCTORS, _JOINS, _MODEL_
 from .guards import string_value
 from .handed_on import handed_on_only
 from .later_moves import collected, copies, moves_items, read_names
+from .literal_fields import literal_fields, literal_targets
 from .model_call_check import ModelCallCheck, _cpu_side_item  # (DEV103 imports _cpu_side_item from here)
 from .modules import is_module_class
 from .move_evidence import MoveEvidence
@@ -102,6 +103,9 @@ class DeviceFlow(Analysis, PartialBatches, BranchJoins, ExpressionKinds, ModelCa
         #: function name -> [(positional kinds, keyword kinds, has *args/**kwargs)] per call site
         self.call_sites: dict[str, list[tuple[list, dict, bool]]] = {}
         self.functions: set[str] = set()
+        #: (frame id, name) -> the literal fields of the batches of a loader rebuilt by a
+        #: comprehension (``loader = [b + ({},) for b in loader]``, :mod:`devlint.literal_fields`)
+        self.literal_loaders: dict[tuple[int, str], tuple[int, frozenset[int]]] = {}
         self._init_partial(_cpu_side_item, _NOT_COMPUTING, self._device_move, self._other_value)
 
     # ---- queries ------------------------------------------------------------------------
@@ -148,6 +152,7 @@ class DeviceFlow(Analysis, PartialBatches, BranchJoins, ExpressionKinds, ModelCa
             scope[name] = v
             return
         self.frame.vars[name] = v
+        self.literal_loaders.pop((id(self.frame), name), None)
         if not (v is not None and v.kind == PARAM and v.param is not None and v.param[1] == name):
             self.frame.rebound.add(name)  # x = x keeps the parameter an item of its batch
         if v is not None and v.kind == DEV and (v.module or _MODULE_NAME.search(name)):
@@ -400,6 +405,10 @@ class DeviceFlow(Analysis, PartialBatches, BranchJoins, ExpressionKinds, ModelCa
             groups.intersection_update(before)  # data_cuda = data.to(d) never read, adv = x.clone().to(d): no evidence
         for target in node.targets:
             self.bind(target.target, node.value, v)
+        if len(node.targets) == 1 and node.targets[0].target.__class__ is cst.Name:
+            fields = literal_fields(node.value)
+            if fields is not None:
+                self.literal_loaders[(id(self.frame), node.targets[0].target.value)] = fields
         self._note_params(node)
 
     def leave_AnnAssign(self, node: cst.AnnAssign) -> None:
@@ -416,6 +425,9 @@ class DeviceFlow(Analysis, PartialBatches, BranchJoins, ExpressionKinds, ModelCa
 
     def visit_For(self, node: cst.For) -> None:
         self._bind_iteration(node.target, node.iter, None)
+        if node.iter.__class__ is cst.Name and (id(self.frame), node.iter.value) in self.literal_loaders:
+            for target in literal_targets(node.target, self.literal_loaders[(id(self.frame), node.iter.value)]):
+                self.bind(target, None, None)  # for ..., state in [b + ({},) for b in loader]: a literal, no item
         self._memo.clear()
         names = [n.value for n in _names_in(node.target)]
         # for _ in range(steps): x = data["x"][ids]; ...data["y"][ids].to(d): a step loop that

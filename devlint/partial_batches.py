@@ -70,6 +70,23 @@ def _declared_no_tensor(function: cst.FunctionDef | None, call: cst.Call, arg: c
     return not _MAY_HOLD_TENSORS.search(cst.Module([]).code_for_node(param.annotation.annotation))
 
 
+def _nested_def(function, name: str) -> cst.FunctionDef | None:
+    """The ``def name`` written in ``function``'s body (not inside another ``def`` or class), or
+    ``None`` (also when ``function`` is no function or defines ``name`` more than once)."""
+    if function.__class__ is not cst.FunctionDef:
+        return None
+    found = []
+    stack = list(function.body.children)
+    while stack:
+        node = stack.pop()
+        if node.__class__ is cst.FunctionDef:
+            if node.name.value == name:
+                found.append(node)
+        elif node.__class__ is not cst.ClassDef and not isinstance(node, cst.BaseExpression):
+            stack.extend(node.children)
+    return found[0] if len(found) == 1 else None
+
+
 class PartialBatches:
     """The partly-moved-batch readings of :class:`devlint.dataflow.DeviceFlow` (see the module
     docstring). Needs the flow's ``frame``, ``value``, ``param_group``, ``model_named``,
@@ -220,6 +237,26 @@ class PartialBatches:
             for arg, v in values:
                 if not arg.star and self.left_behind(arg.value, v, shown) and not _declared_no_tensor(own, call, arg):
                     return arg
+        return self._step_function_call(call, values)
+
+    def _step_function_call(self, call: cst.Call, values: list) -> cst.Arg | None:
+        """``training_step(image, target)`` with ``image`` moved and ``target`` left behind, where
+        ``training_step`` is a ``def`` of this file (a function of the module, or one nested in
+        the calling function: a closure over the model and the loss) that computes with what
+        it is given where it is (:meth:`_computes_in_place`: it moves nothing and reads nothing
+        back to the host), given no model (:meth:`_input_after_model` judges such calls): the
+        argument left behind, or ``None``."""
+        func = call.func
+        if func.__class__ is not cst.Name:
+            return None
+        own = self.function_defs.get(func.value) or _nested_def(self.frame.node, func.value)
+        if own is None or not self._computes_in_place(own) or any(self._model_value(a.value, v) for a, v in values):
+            return None  # (given the model too: the first input after it is judged, later ones may stay)
+        moved = self.frame.moved_groups
+        shown = {v.group for _, v in values if v is not None and v.kind in (DEV, DEVB) and not v.module and v.group in moved}
+        for arg, v in values:
+            if not arg.star and self.left_behind(arg.value, v, shown) and not _declared_no_tensor(own, call, arg):
+                return arg
         return None
 
     def fed(self, call: cst.Call) -> V | None:

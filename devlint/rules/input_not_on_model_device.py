@@ -112,8 +112,10 @@ parameters of a function that moves one of them (`def train_step(self, x, y): x 
 then `y` reaches the loss; also in a step loop over `range(steps)` that indexes them), names bound by a
 `match` pattern, the fields of a step's parameter (`data.x` beside `data.edge_index.to(d)`), a
 batch drawn with `next(...)` from a `DataLoader`, a loss built where it is called
-(`nn.MSELoss()(out, y)`), a `DataLoader` returned by a helper of the same module, and an item moved in
-the body of a `try` but not in a handler that goes on after it (or the other way round). A loss given an
+(`nn.MSELoss()(out, y)`), a `DataLoader` returned by a helper of the same module, an item moved in
+the body of a `try` but not in a handler that goes on after it (or the other way round), and a
+name bound in one arm of an `if` and nowhere else in the function (`if cfg.task == "cls":
+labels = batch["labels"]`: whoever reads it took that arm). A loss given an
 item left behind while its sibling moved is flagged even when the model's output comes from a
 helper; so is a helper or a tensor method (`get_log_probs(logits, labels)`, `metric.update(pred,
 y)`) given a model's output and such an item, unless it is a function or method of this file
@@ -127,9 +129,10 @@ flagged where it meets the moved ones without a model call: in a dict, list or `
 handed to a computing helper, as the first argument after a model handed to a helper
 (`forward(model, x, task_labels)`: later ones, such as task labels, may stay on the CPU), in a
 call of a module held by `self` (`self.hparams.normalizer(mel, lens)`) or of a method of the class that
-moves nothing itself, and at a helper call (`pred = self.get_logits(x)`) whose output reaches
-a loss or a model. Items a helper parses out of one unmoved batch (`imgs, pids =
-self.parse_data(data)`) and the parts of a step parameter (`x, y = batch_x`) are items of it.
+moves nothing itself, at a helper call (`pred = self.get_logits(x)`) whose output reaches
+a loss or a model, and at a step function of this file given a moved item and one left behind
+(`training_step(image, target)`, a closure or a module function that moves nothing itself). Items a helper parses out of one
+unmoved batch (`imgs, pids = self.parse_data(data)`) and the parts of a step parameter (`x, y = batch_x`) are items of it.
 
 Tensors moved with `.to(device)` (also `{k: v.to(device) for k, v in batch.items()}` and
 `batch.to(device)`), created with `device=`, produced by the model, or returned by a helper the
