@@ -72,6 +72,9 @@ def _item_field(attr: str) -> bool:
     return attr not in _TENSOR_META and not attr.startswith("_") and not _MODEL_CALLEE.search(attr)
 
 
+#: torch functions that return a dtype (an argument of ``.to()`` that casts, never moves)
+_DTYPE_CALLS = frozenset({"torch.promote_types", "torch.result_type", "torch.get_default_dtype"})
+
 #: factories whose result is always 1-D, and those sized by their positional arguments
 _ONE_D = frozenset({"arange", "range", "linspace", "logspace", "randperm"})
 
@@ -284,6 +287,8 @@ class ExpressionKinds:
         return False
 
     def is_dtype(self, expr) -> bool:
+        if expr.__class__ is cst.Call:  # x.to(torch.promote_types(x.dtype, y.dtype)): a cast
+            return (self.ctx.resolve(expr.func) or "") in _DTYPE_CALLS
         name = self.ctx.resolve(expr) or ""
         if name.startswith("torch.") and name[6:] in DTYPES:
             return True
