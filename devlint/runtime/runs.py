@@ -21,6 +21,7 @@ import torch
 
 from . import autocast_policy, by_module, conditioning, emulate, settle, standin
 from .buffers import judge_state
+from .cufft import gpu_fft_refusal
 from .compare import DTYPES, Rounding, Tolerances, Verdict, judge, needs_floor, resolve_tolerances
 from .devices import unavailable as _available
 from .dtype_origin import dtype_error_origin
@@ -271,6 +272,16 @@ def _row(step, raw: Raw, ref: Raw, tol: Tolerances, seed: int, cross: bool, repo
     if region_note(raw):
         report.notes.append(region_note(raw))
     if raw.error_kind == "unsupported":
+        refused = gpu_fft_refusal(step, DTYPES[raw.mode], seed, kernels=raw.kernels or "emulated") \
+            if raw.device == "cpu" and raw.policy == "cuda" else None
+        if refused is not None:  # the CPU has no such kernel, and a GPU refuses it too
+            run.status = "error"
+            report.findings.append(Finding(
+                "step-error", f"{refused.op} on a {refused.dtype} input fails on a GPU: {refused.reason} "
+                f"(the cpu raised {raw.error})",
+                "compute the transform in float32: torch.fft.*(x.float()), and cast back after the inverse",
+                module=refused.module, op=refused.op, device="cuda", mode=raw.mode))
+            return run
         run.status = "unsupported"
         report.notes.append(f"{raw.device} {raw.mode} not checked: an op has no {raw.mode} kernel on "
                             f"{raw.device} ({raw.error})")

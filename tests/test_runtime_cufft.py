@@ -1,0 +1,53 @@
+"""A low-precision CPU run standing in for a CUDA GPU: an FFT the CPU has no bfloat16/float16
+kernel for is a finding when cuFFT refuses it too (bfloat16; float16 of a size that is not a
+power of two), and stays a note when a GPU computes it (float16, power-of-two sizes)."""
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from torch import nn  # noqa: E402
+
+from devlint.runtime import TrainingStep, check_step  # noqa: E402
+from devlint.runtime.cufft import refusal  # noqa: E402
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+
+class Spectral(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+
+    def forward(self, x):  # (batch, grid, 4): an rfft over the grid of the Linear's output
+        return torch.fft.irfft(torch.fft.rfft(self.lin(x), dim=1), n=x.shape[1], dim=1)
+
+
+def _step(grid):
+    torch.manual_seed(0)
+    return TrainingStep(Spectral(), torch.randn(3, grid, 4), lambda m, x: m(x).float().square().mean(),
+                        lambda p: torch.optim.SGD(p, lr=0.1), name=f"rfft{grid}")
+
+
+def test_cufft_rules():
+    assert refusal(torch.bfloat16, [64]) is not None
+    assert refusal(torch.float16, [50]) is not None and "[50]" in refusal(torch.float16, [50])
+    assert refusal(torch.float16, [64, 32]) is None
+    assert refusal(torch.complex32, [64, 12]) is not None
+    assert refusal(torch.float32, [50]) is None
+
+
+def test_fft_a_gpu_refuses_is_a_finding_naming_the_module_and_function():
+    r = check_step(_step(50), devices=["cpu"])
+    assert not r.ok
+    found = {f.mode: f for f in r.findings if f.kind == "step-error"}
+    assert set(found) == {"bfloat16", "float16"}, str(r)
+    for f in found.values():
+        assert f.module == "Spectral (the model itself)" and f.op == "torch.fft.rfft", str(r)
+    assert "powers of two" in found["float16"].message
+
+
+def test_power_of_two_float16_fft_stays_a_note():
+    r = check_step(_step(64), devices=["cpu"], modes=["float16"])
+    assert r.ok, str(r)
+    assert any("not checked" in n for n in r.notes), str(r)
