@@ -360,6 +360,14 @@ def _row(step, raw: Raw, ref: Raw, tol: Tolerances, seed: int, cross: bool, repo
                                         ref.grads if raw.mode == "float16" else None, ref.norms)
     if not verdict.ok:
         run.status = "mismatch"
+        if raw.scaled_autograd_grad:  # the cause, before the mismatch it makes
+            report.findings.append(Finding(
+                "mismatch", "the step takes torch.autograd.grad of scaler.scale(...): those gradients are "
+                f"multiplied by the loss scale (scaler.get_scale(), {raw.scale or INIT_SCALE:g} here), and "
+                f"this {raw.mode} run is beyond tolerance (the scaler is off in the other modes)",
+                "divide the gradients torch.autograd.grad returns by scaler.get_scale() before using them "
+                "(a gradient penalty), as PyTorch's AMP examples do",
+                module="step_fn (the training step)", op="torch.autograd.grad", device=raw.device, mode=raw.mode))
         report.findings.append(mismatch_finding(step, raw, verdict, seed, tol))
     if raw.mode != "float32" and raw.errors is not None:
         known = {f.name for f in report.findings if f.kind == "non-finite"}
