@@ -51,3 +51,28 @@ def test_power_of_two_float16_fft_stays_a_note():
     r = check_step(_step(64), devices=["cpu"], modes=["float16"])
     assert r.ok, str(r)
     assert any("not checked" in n for n in r.notes), str(r)
+
+
+class Spectrogram(nn.Module):
+    def __init__(self, n_fft):
+        super().__init__()
+        self.n_fft = n_fft
+        self.lin = nn.Linear(600, 600)
+
+    def forward(self, x):  # an stft of the Linear's (autocast) output
+        spec = torch.stft(self.lin(x), self.n_fft, hop_length=self.n_fft // 2, return_complex=True)
+        return spec.abs().float().mean()
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+@pytest.mark.parametrize("n_fft, refused", [(200, True), (128, False)])
+def test_stft_of_a_low_precision_input(n_fft, refused):
+    torch.manual_seed(0)
+    step = TrainingStep(Spectrogram(n_fft), torch.randn(2, 600), lambda m, x: m(x),
+                        lambda p: torch.optim.SGD(p, lr=0.1), name=f"stft{n_fft}")
+    r = check_step(step, devices=["cpu"], modes=["float16"])
+    if refused:
+        assert [(f.kind, f.op, f.module) for f in r.errors] == [
+            ("step-error", "torch.stft", "Spectrogram (the model itself)")], str(r)
+    else:
+        assert r.ok and any("not checked" in n for n in r.notes), str(r)

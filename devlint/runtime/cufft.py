@@ -82,9 +82,11 @@ def refusal(dtype: torch.dtype, sizes: list) -> str | None:
     return None
 
 
-#: The ``torch.fft`` functions that transform (not the frequency helpers and shifts).
-_FFT_FUNCTIONS = {getattr(torch.fft, n): n for n in dir(torch.fft) if "fft" in n and not n.startswith("_")
-                  and n not in ("fftfreq", "rfftfreq", "fftshift", "ifftshift")}
+#: The ``torch.fft`` functions that transform (not the frequency helpers and shifts), and the
+#: short-time transforms built on the same kernels.
+_FFT_FUNCTIONS = {**{getattr(torch.fft, n): f"fft.{n}" for n in dir(torch.fft) if "fft" in n and not n.startswith("_")
+                     and n not in ("fftfreq", "rfftfreq", "fftshift", "ifftshift")},
+                  torch.stft: "stft", torch.istft: "istft", torch.Tensor.stft: "stft", torch.Tensor.istft: "istft"}
 
 
 class _Transforms(TorchDispatchMode):
@@ -141,7 +143,7 @@ class _Watch(TorchFunctionMode):
             reason = refusal(dtype, sizes)
             if reason is not None:
                 where = module_label(self.model, self.tracker.parents)
-                self.found = FFTRefusal(f"torch.fft.{_FFT_FUNCTIONS[func]}", where,
+                self.found = FFTRefusal(f"torch.{_FFT_FUNCTIONS[func]}", where,
                                         str(dtype).removeprefix("torch."), sizes, reason)
                 return
 

@@ -51,7 +51,8 @@ _LINEAR_STATE = {"momentum_buffer"}
 _UNSUPPORTED = re.compile(
     r"not implemented for '(Half|BFloat16|ComplexHalf)'|could not create a (primitive|descriptor)"
     r"|does not support (half|bfloat16|float16)|Could not run '[\w:.]+' with arguments from the"
-    r"|\"\w+\" not implemented for|no kernel image|unsupported (dtype|scalar ?type)", re.I)
+    r"|\"\w+\" not implemented for|no kernel image|unsupported (dtype|scalar ?type)"
+    r"|doesn't support tensors of type: (Half|BFloat16)", re.I)
 
 
 _DEVICE_ERR = re.compile(r"same device|on the expected device|device mismatch|different devices"

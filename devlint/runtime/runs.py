@@ -280,7 +280,7 @@ def _row(step, raw: Raw, ref: Raw, tol: Tolerances, seed: int, cross: bool, repo
                 "step-error", f"{refused.op} on a {refused.dtype} input fails on a GPU: {refused.reason} "
                 f"(the cpu raised {raw.error})",
                 "compute the transform in float32: torch.fft.*(x.float()), and cast back after the inverse",
-                module=refused.module, op=refused.op, device="cuda", mode=raw.mode))
+                module=refused.module, op=refused.op, device=raw.device, mode=raw.mode))
             return run
         run.status = "unsupported"
         report.notes.append(f"{raw.device} {raw.mode} not checked: an op has no {raw.mode} kernel on "
