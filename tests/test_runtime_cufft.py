@@ -1,6 +1,7 @@
 """A low-precision CPU run standing in for a CUDA GPU: an FFT the CPU has no bfloat16/float16
-kernel for is a finding when cuFFT refuses it too (bfloat16; float16 of a size that is not a
-power of two), and stays a note when a GPU computes it (float16, power-of-two sizes)."""
+kernel for is a finding when a GPU raises for it (float16 of a size that is not a power of
+two), and a note when a GPU computes it (float16, power-of-two sizes) or has no kernel for it
+either (bfloat16, as the installed torch's meta device says), which a check on a GPU notes too."""
 
 import pytest
 
@@ -30,8 +31,8 @@ def _step(grid):
 
 
 def test_cufft_rules():
-    assert refusal(torch.bfloat16, [64]) is not None
-    assert refusal(torch.float16, [50]) is not None and "[50]" in refusal(torch.float16, [50])
+    assert refusal(torch.bfloat16, [64]) == (refusal(torch.bfloat16, [64])[0], True)
+    assert refusal(torch.float16, [50])[1] is False and "[50]" in refusal(torch.float16, [50])[0]
     assert refusal(torch.float16, [64, 32]) is None
     assert refusal(torch.complex32, [64, 12]) is not None
     assert refusal(torch.float32, [50]) is None
@@ -40,11 +41,16 @@ def test_cufft_rules():
 def test_fft_a_gpu_refuses_is_a_finding_naming_the_module_and_function():
     r = check_step(_step(50), devices=["cpu"])
     assert not r.ok
-    found = {f.mode: f for f in r.findings if f.kind == "step-error"}
-    assert set(found) == {"bfloat16", "float16"}, str(r)
-    for f in found.values():
-        assert f.module == "Spectral (the model itself)" and f.op == "torch.fft.rfft", str(r)
-    assert "powers of two" in found["float16"].message
+    assert [(f.kind, f.mode, f.module, f.op) for f in r.findings] == [
+        ("step-error", "float16", "Spectral (the model itself)", "torch.fft.rfft")], str(r)
+    assert "powers of two" in r.findings[0].message
+
+
+def test_bfloat16_fft_is_a_note_saying_a_gpu_has_none_either():
+    r = check_step(_step(64), devices=["cpu"], modes=["bfloat16"])
+    assert r.ok, str(r)
+    assert any("torch.fft.rfft has no bfloat16 kernel" in n and "a GPU has no bfloat16 FFT either" in n
+               for n in r.notes), str(r)
 
 
 def test_power_of_two_float16_fft_stays_a_note():

@@ -9,10 +9,12 @@ CUDA "with GPU Architecture SM53 or greater. However it only supports powers of 
 in every transformed dimension"; bfloat16 has no cuFFT transform, the GPU raises "Unsupported
 dtype BFloat16"):
 
-- bfloat16: the GPU refuses too, so the step fails on the GPU: a finding, not a note;
-- float16 with a transformed size that is not a power of two: the GPU refuses ("cuFFT only
-  supports dimensions whose sizes are powers of two when computing in half precision");
-- float16 with power-of-two sizes: the GPU computes it, the CPU cannot say how: a note, as now.
+- bfloat16: the GPU has no kernel either (asked of the ``meta`` device, :func:`gpu_has_fft`):
+  a note, as a check on the GPU gives, that now says so;
+- float16 with a transformed size that is not a power of two: the GPU raises ("cuFFT only
+  supports dimensions whose sizes are powers of two when computing in half precision"), an
+  error of the step, not a missing kernel: a ``step-error`` finding;
+- float16 with power-of-two sizes: the GPU computes it, the CPU cannot say how: a note.
 
 :func:`gpu_fft_refusal` replays ``loss_fn`` under autocast and returns the first FFT op whose
 low-precision input a GPU refuses.
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import functools
 from dataclasses import dataclass
 
 import torch
@@ -47,13 +50,15 @@ _HALF = (torch.float16, torch.complex32)
 class FFTRefusal:
     """The FFT function a GPU refuses (``"torch.fft.rfft"``), the module running it
     (``"path (Class)"``), its input's dtype (``"float16"``) and the signal sizes (elements per
-    transformed dimension), and the GPU's own words for it (``reason``)."""
+    transformed dimension), the GPU's own words for it (``reason``), and whether the GPU lacks
+    the kernel altogether (``missing``)."""
 
     op: str
     module: str
     dtype: str
     sizes: list
     reason: str
+    missing: bool  # no GPU kernel for the dtype at all (a note, as on the GPU), else a step error
 
 
 def _power_of_two(n: int) -> bool:
@@ -70,15 +75,30 @@ def _sizes(func, args) -> list:
     return sizes
 
 
-def refusal(dtype: torch.dtype, sizes: list) -> str | None:
-    """A CUDA GPU's words when its FFT refuses a ``dtype`` transform of signal ``sizes`` (see
-    the module docstring); None when it computes it."""
-    if dtype == torch.bfloat16:
-        return "cuFFT has no bfloat16 transforms (a GPU raises \"Unsupported dtype BFloat16\")"
+@functools.cache
+def gpu_has_fft(dtype: torch.dtype) -> bool:
+    """Whether the installed torch's GPU FFT takes ``dtype`` at all: asked of the ``meta``
+    device, which shares CUDA's dtype check (``promote_type_fft`` accepts half precision on
+    CUDA and meta only; torch 2.13: float16 yes, bfloat16 no)."""
+    try:
+        torch.fft.fft(torch.empty(2, dtype=dtype, device="meta"))
+    except RuntimeError:
+        return False
+    return True
+
+
+def refusal(dtype: torch.dtype, sizes: list) -> tuple[str, bool] | None:
+    """``(a CUDA GPU's words, whether it is a missing kernel)`` when a GPU refuses a ``dtype``
+    transform of signal ``sizes`` (see the module docstring); None when it computes it. A
+    missing kernel (no GPU FFT for the dtype: bfloat16) is what the CPU says too; a size a GPU
+    refuses in half precision is an error of the step on a GPU only."""
+    if not gpu_has_fft(dtype):
+        name = str(dtype).removeprefix("torch.")
+        return f"a GPU has no {name} FFT either (cuFFT through torch {torch.__version__})", True
     if dtype in _HALF and not all(_power_of_two(n) for n in sizes):
         return ("cuFFT computes half precision only for power-of-two sizes (a GPU raises \"cuFFT only "
                 "supports dimensions whose sizes are powers of two when computing in half precision\"), "
-                f"and this transform's sizes are {sizes}")
+                f"and this transform's sizes are {sizes}"), False
     return None
 
 
@@ -140,11 +160,11 @@ class _Watch(TorchFunctionMode):
         except Exception:  # noqa: BLE001 - not a dtype refusal, then: nothing to say
             return
         for sizes in seen.sizes:
-            reason = refusal(dtype, sizes)
-            if reason is not None:
+            said = refusal(dtype, sizes)
+            if said is not None:
                 where = module_label(self.model, self.tracker.parents)
                 self.found = FFTRefusal(f"torch.{_FFT_FUNCTIONS[func]}", where,
-                                        str(dtype).removeprefix("torch."), sizes, reason)
+                                        str(dtype).removeprefix("torch."), sizes, *said)
                 return
 
 

@@ -274,7 +274,12 @@ def _row(step, raw: Raw, ref: Raw, tol: Tolerances, seed: int, cross: bool, repo
     if raw.error_kind == "unsupported":
         refused = gpu_fft_refusal(step, DTYPES[raw.mode], seed, kernels=raw.kernels or "emulated") \
             if raw.device == "cpu" and raw.policy == "cuda" else None
-        if refused is not None:  # the CPU has no such kernel, and a GPU refuses it too
+        if refused is not None and refused.missing:  # no kernel on a GPU either: a note, as there
+            run.status = "unsupported"
+            report.notes.append(f"{raw.device} {raw.mode} not checked: {refused.op} has no {raw.mode} kernel on "
+                                f"{raw.device}, and {refused.reason} ({raw.error})")
+            return run
+        if refused is not None:  # the CPU has no such kernel, and a GPU raises for these sizes
             run.status = "error"
             report.findings.append(Finding(
                 "step-error", f"{refused.op} on a {refused.dtype} input fails on a GPU: {refused.reason} "
