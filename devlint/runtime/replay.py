@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 import torch
 
 from . import autocast_policy, emulate, probes, scaler_lifetime, settle, standin, torch_modules
+from .scaled_grads import ScaledGrads
 from .buffers import measure_state, went_nonfinite
 from .compare import DTYPES, Delta, Errors, Rounding, measure, round_range, round_trip
 from .grad_edits import GradEdits
@@ -50,7 +51,8 @@ _LINEAR_STATE = {"momentum_buffer"}
 _UNSUPPORTED = re.compile(
     r"not implemented for '(Half|BFloat16|ComplexHalf)'|could not create a (primitive|descriptor)"
     r"|does not support (half|bfloat16|float16)|Could not run '[\w:.]+' with arguments from the"
-    r"|\"\w+\" not implemented for|no kernel image|unsupported (dtype|scalar ?type)", re.I)
+    r"|\"\w+\" not implemented for|no kernel image|unsupported (dtype|scalar ?type)"
+    r"|doesn't support tensors of type: (Half|BFloat16)", re.I)
 
 
 _DEVICE_ERR = re.compile(r"same device|on the expected device|device mismatch|different devices"
@@ -84,6 +86,7 @@ class Raw:
     regions: set = field(default_factory=set)  # dtypes of the step's own "cuda" regions (CPU runs)
     grad_edits: list = field(default_factory=list)  # gradients a step_fn changed before unscale_
     grad_unscaled: list = field(default_factory=list)  # gradients unscale_ divided that were never scaled
+    scaled_autograd_grad: bool = False  # a step_fn took torch.autograd.grad of scaler.scale(...)
     fix: str | None = None  # a scaler misuse's own fix, when the step raised for it
     fresh_scaler: float | None = None  # float16: init_scale of a GradScaler the step made and dropped
     mixes: list = field(default_factory=list)
@@ -253,9 +256,11 @@ def _run_once(step: TrainingStep, device: str, mode: str, seed: int, *, keep: bo
         # the CPU stands in for CUDA: regions and scalers the step makes for "cuda" are the CPU's
         own = (emu.enter_context(cuda_on_cpu(init_scale / INIT_SCALE, raw.regions))
                if device == "cpu" and autocast_policy.current() == "cuda" else [])
+        scaled_grads = emu.enter_context(ScaledGrads()) if step.step_fn is not None and mode == "float16" else None
         with torch.autocast(device_type=amp_device, dtype=DTYPES[mode], enabled=mode != "float32"):
             if step.step_fn is not None:
                 loss = scalar_loss(step.step_fn(model, batch, optimizer, scaler))
+                raw.scaled_autograd_grad = scaled_grads is not None and scaled_grads.used
             else:
                 loss = scalar_loss(step.loss_fn(model, batch))
         raw.loss = float(loss.detach().float())

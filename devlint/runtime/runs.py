@@ -21,6 +21,7 @@ import torch
 
 from . import autocast_policy, by_module, conditioning, emulate, settle, standin
 from .buffers import judge_state
+from .cufft import gpu_fft_refusal
 from .compare import DTYPES, Rounding, Tolerances, Verdict, judge, needs_floor, resolve_tolerances
 from .devices import unavailable as _available
 from .dtype_origin import dtype_error_origin
@@ -271,6 +272,21 @@ def _row(step, raw: Raw, ref: Raw, tol: Tolerances, seed: int, cross: bool, repo
     if region_note(raw):
         report.notes.append(region_note(raw))
     if raw.error_kind == "unsupported":
+        refused = gpu_fft_refusal(step, DTYPES[raw.mode], seed, kernels=raw.kernels or "emulated") \
+            if raw.device == "cpu" and raw.policy == "cuda" else None
+        if refused is not None and refused.missing:  # no kernel on a GPU either: a note, as there
+            run.status = "unsupported"
+            report.notes.append(f"{raw.device} {raw.mode} not checked: {refused.op} has no {raw.mode} kernel on "
+                                f"{raw.device}, and {refused.reason} ({raw.error})")
+            return run
+        if refused is not None:  # the CPU has no such kernel, and a GPU raises for these sizes
+            run.status = "error"
+            report.findings.append(Finding(
+                "step-error", f"{refused.op} on a {refused.dtype} input fails on a GPU: {refused.reason} "
+                f"(the cpu raised {raw.error})",
+                "compute the transform in float32: torch.fft.*(x.float()), and cast back after the inverse",
+                module=refused.module, op=refused.op, device=raw.device, mode=raw.mode))
+            return run
         run.status = "unsupported"
         report.notes.append(f"{raw.device} {raw.mode} not checked: an op has no {raw.mode} kernel on "
                             f"{raw.device} ({raw.error})")
@@ -349,6 +365,14 @@ def _row(step, raw: Raw, ref: Raw, tol: Tolerances, seed: int, cross: bool, repo
                                         ref.grads if raw.mode == "float16" else None, ref.norms)
     if not verdict.ok:
         run.status = "mismatch"
+        if raw.scaled_autograd_grad:  # the cause, before the mismatch it makes
+            report.findings.append(Finding(
+                "mismatch", "the step takes torch.autograd.grad of scaler.scale(...): those gradients are "
+                f"multiplied by the loss scale (scaler.get_scale(), {raw.scale or INIT_SCALE:g} here), and "
+                f"this {raw.mode} run is beyond tolerance (the scaler is off in the other modes)",
+                "divide the gradients torch.autograd.grad returns by scaler.get_scale() before using them "
+                "(a gradient penalty), as PyTorch's AMP examples do",
+                module="step_fn (the training step)", op="torch.autograd.grad", device=raw.device, mode=raw.mode))
         report.findings.append(mismatch_finding(step, raw, verdict, seed, tol))
     if raw.mode != "float32" and raw.errors is not None:
         known = {f.name for f in report.findings if f.kind == "non-finite"}
