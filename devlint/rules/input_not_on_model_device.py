@@ -73,7 +73,7 @@ class InputNotOnModelDevice(Rule):
     code = "DEV111"
     name = "input-not-on-model-device"
     message = "input never moved to the model's device: use .to(device)"
-    triggers = (".to(", ".cuda(")
+    triggers = (".to(", ".cuda(", "LightningModule")
     requires = (DeviceFlow,)
 
     @staticmethod
@@ -85,8 +85,8 @@ class InputNotOnModelDevice(Rule):
         method named like a model or a loss (or ``generate``/``forward``/``encode``), or
         ``self.<x>`` where the class or the module may move something (a moved model kept on
         ``self``); or an augmented assignment whose target may be such a tensor
-        (``x += noise``)."""
-        return _candidate_call(facts) is not None or _candidate_in_place(facts)
+        (``x += noise``); or a ``LightningModule`` (:mod:`devlint.lightning_steps`)."""
+        return _candidate_call(facts) is not None or _candidate_in_place(facts) or "LightningModule" in facts.text
 
     what_it_does = """
 Follows, in each function and in the module body, which names hold a model moved with
