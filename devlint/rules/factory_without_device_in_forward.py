@@ -78,8 +78,11 @@ Outside `forward`, in any function that places a tensor itself (`device=query.de
 `device=device`; not `device="cpu"`), the same meetings are flagged with a tensor it placed or
 with a parameter whose `.device` it passes: a mask helper that makes its bias on
 `query.device` and its causal mask with a bare `torch.ones(...)`, an `init_hidden` that adds
-`torch.rand(...)` to a state made with `device=device`. A function that places nothing is left
-alone: its factories may be meant for the CPU. So are meetings in `torch.nn.functional` calls
+`torch.rand(...)` to a state made with `device=device`. So is a module-level function that a
+`forward` of the same file hands one of its inputs (`fourier(x, self.sigma, self.m)`): that
+parameter is on the module's device, and `torch.arange(m)` meeting it (also through
+`scale ** (j / m)` with `scale: float`, `m: int` annotated, and `math.pi`) is flagged. Any other
+function that places nothing is left alone: its factories may be meant for the CPU. So are meetings in `torch.nn.functional` calls
 (`F.mse_loss(pred, torch.tensor(...))`) and with tensors placed by another method
 (`self.anchor`): DEV111 reports those where they are fed to a model or a loss."""
     why_bad = """
@@ -290,6 +293,15 @@ def _torch_op(call: cst.Call) -> bool:
             and not call.args[0].star)
 
 
+def _may_be_input(param: cst.Param) -> bool:
+    """A ``forward`` parameter that may be a tensor: no default but ``None``, no annotation but
+    one naming a ``Tensor`` (``scale=1.0``, ``steps: int`` are numbers)."""
+    default = param.default
+    if default is not None and not (default.__class__ is cst.Name and default.value == "None"):
+        return False
+    return param.annotation is None or "Tensor" in cst.Module([]).code_for_node(param.annotation.annotation)
+
+
 def _fed_by_forward(module: cst.Module) -> dict[str, frozenset[str]]:
     """Module-level function -> the parameters to which a ``forward`` of a class of ``module``
     passes one of its inputs (``fourier(v, self.sigma)`` in ``def forward(self, v)``: ``fourier``'s
@@ -307,8 +319,7 @@ def _fed_by_forward(module: cst.Module) -> dict[str, frozenset[str]]:
             if forward.__class__ is not cst.FunctionDef or forward.name.value != "forward":
                 continue
             p = forward.params
-            inputs = {q.name.value for q in (*p.posonly_params, *p.params, *p.kwonly_params)[1:]
-                      if q.annotation is None or "Tensor" in cst.Module([]).code_for_node(q.annotation.annotation)}
+            inputs = {q.name.value for q in (*p.posonly_params, *p.params, *p.kwonly_params)[1:] if _may_be_input(q)}
             stack: list[cst.CSTNode] = [forward.body]
             while stack:
                 node = stack.pop()
