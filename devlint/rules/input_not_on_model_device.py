@@ -148,7 +148,12 @@ instance), an argument a helper of this file only holds (fills `out.set(...)`, h
 args=...)`), a tensor this function builds with `device=` (no model's output), a value moved only
 onto another model's device (`x.to(self.ref_model.device)` beside `self.model(x)`), `nn.DataParallel` (which scatters
 CPU inputs), Lightning `LightningModule` methods and code that uses `accelerate`
-(`accelerator.prepare`), which place the data themselves. In a file that calls
+(`accelerator.prepare`), which place the data themselves. What Lightning does not place is a
+tensor a step builds: in a `LightningModule`'s `*_step` method or per-batch/per-epoch hook
+(`on_validation_epoch_end`), a factory without `device=`, `torch.tensor([...])` or
+`torch.from_numpy(...)` fed to `self(...)`/`self.forward(...)` (when the class's `forward` moves
+nothing itself) or to a `torch.nn` layer with weights held on `self` (`self.lstm(x, (h0, c0))`)
+is flagged; its batch items never are. In a file that calls
 `torch.set_default_device(device)` (or sets a CUDA default tensor type), factories without
 `device=` land on that device and are not taken for CPU tensors. A tensor put on the CPU on purpose
 with `.cpu()` is DEV103's finding."""
