@@ -51,6 +51,7 @@ from .flow_tables import DTYPES, FACTORIES, LEGACY_CONSTRUCTORS, _JOINS, _MODEL_
 from .guards import string_value
 from .handed_on import handed_on_only
 from .later_moves import collected, copies, moves_items, read_names
+from .lightning_steps import WEIGHTED_LAYER
 from .literal_fields import literal_fields, literal_targets
 from .model_call_check import ModelCallCheck, _cpu_side_item  # (DEV103 imports _cpu_side_item from here)
 from .modules import is_module_class
@@ -528,6 +529,8 @@ class DeviceFlow(Analysis, PartialBatches, BranchJoins, ExpressionKinds, ModelCa
                     cls.param_attrs.add(t.attr.value)
                 elif name.startswith("torch.nn.") and name.rsplit(".", 1)[-1][:1].isupper() and name[-7:] != "CTCLoss":
                     cls.torch_modules.add(t.attr.value)
+                    if WEIGHTED_LAYER.search(name.rsplit(".", 1)[-1]):
+                        cls.weighted_layers.add(t.attr.value)
 
 
 def _all_cpu(returns: list[V | None]) -> bool:

@@ -49,6 +49,10 @@ def _empty_size(call: cst.Call) -> bool:
     return len(sizes) == 1 and sizes[0].__class__ is cst.Integer and sizes[0].value == "0"
 
 
+#: module constants that are Python numbers (a scalar operand, as a literal is)
+_NUMBER_CONSTANTS = frozenset(f"{m}.{c}" for m in ("math", "numpy", "torch") for c in ("pi", "e", "inf", "tau") if (m, c) != ("numpy", "tau"))
+
+
 def _scalar_index(expr: cst.Subscript, base: V) -> bool:
     """``t[0]`` of a 1-D factory result (``torch.randint(lo, hi, (1,))``): a 0-dim tensor."""
     if len(expr.slice) != 1 or expr.slice[0].slice.__class__ is not cst.Index:
@@ -207,6 +211,33 @@ class ExpressionKinds:
             and expr.attr.value in cls.scalar_attrs
         )
 
+    def _scalar_name(self, expr: cst.BaseExpression) -> bool:
+        """``math.pi``/``np.pi``/``torch.pi`` (a number constant), or a parameter of the current
+        function annotated ``int``/``float`` and not rebound (``def f(x, sigma: float, m: int)``):
+        a scalar operand, as a literal is."""
+        if expr.__class__ is cst.Attribute:
+            return (self.ctx.resolve(expr) or "") in _NUMBER_CONSTANTS
+        if expr.__class__ is not cst.Name:
+            return False
+        fn, name = self.frame.node, expr.value
+        if fn.__class__ is not cst.FunctionDef or name in self.frame.rebound:
+            return False
+        for param in (*fn.params.posonly_params, *fn.params.params, *fn.params.kwonly_params):
+            if param.name.value == name:
+                return param.annotation is not None and param.annotation.annotation.__class__ is cst.Name and (
+                    param.annotation.annotation.value in ("int", "float"))
+        return False
+
+    def _number_expression(self, expr: cst.BaseExpression) -> bool:
+        """``2 * math.pi``, ``-scale / 2`` with ``scale: float``: arithmetic of number literals and
+        :meth:`_scalar_name` operands only (a Python number)."""
+        t = expr.__class__
+        if t is cst.UnaryOperation:
+            return self._number_expression(expr.expression)
+        if t is cst.BinaryOperation:
+            return self._number_expression(expr.left) and self._number_expression(expr.right)
+        return t in (cst.Integer, cst.Float) or self._scalar_name(expr)
+
     def _combine(self, operands, env) -> V | None:
         """Arithmetic: an input wins; unknown operands make the result unknown; an item of a
         batch left on the CPU (alone or with CPU tensors) stays that item."""
@@ -214,7 +245,7 @@ class ExpressionKinds:
         for operand in operands:
             if isinstance(operand, (cst.Integer, cst.Float, cst.Imaginary)) or (
                 operand.__class__ is cst.Name and operand.value in ("None", "True", "False")
-            ) or self._scalar_attr(operand):
+            ) or self._scalar_attr(operand) or self._scalar_name(operand) or self._number_expression(operand):
                 continue
             v = self.value(operand, env)
             if env is None and (v is None or v.kind == PARAM) and self.param_group(operand) in self.frame.moved_groups:

@@ -14,7 +14,7 @@ from .flow_kinds import V
 class ClassInfo:
     """What a class body tells: its ``self.`` attributes, methods, and what it derives from."""
 
-    __slots__ = ("name", "attrs", "methods", "is_module", "silent", "param_attrs", "torch_modules", "node", "scalar_attrs")
+    __slots__ = ("name", "attrs", "methods", "is_module", "silent", "param_attrs", "torch_modules", "node", "scalar_attrs", "weighted_layers")
 
     def __init__(self, node: cst.ClassDef, is_module: bool, silent: bool) -> None:
         self.node, self.name = node, node.name.value
@@ -24,6 +24,8 @@ class ClassInfo:
         self.param_attrs: set[str] = set()
         #: attributes holding a ``torch.nn`` layer (which does not move its inputs itself)
         self.torch_modules: set[str] = set()  # (not a CTC loss: it takes its lengths on the CPU)
+        #: those of them that hold weights (``nn.LSTM``, ``nn.Linear``; not ``nn.ReLU``)
+        self.weighted_layers: set[str] = set()
         #: attributes holding a number (``self.p = 0.1``, ``self.p = p`` with ``p=0.1`` a parameter's
         #: default): a scalar operand, as a literal is
         self.scalar_attrs: set[str] = set()

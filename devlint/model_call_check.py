@@ -17,6 +17,7 @@ from .flow_tables import (
     _CPU_SIDE_ITEMS, _ESTIMATOR_API, _HELPER_PREFIX, _LOSS_CALLEE, _LOSS_CLASS, _MODEL_CALLEE, _MODEL_METHODS, _MODULE_API, _NOT_COMPUTING, _READOUTS,
 )
 from .guards import string_value
+from .lightning_steps import built_on_cpu
 from .names import dotted
 from .partial_batches import DISPATCH, _declared_no_tensor
 
@@ -135,7 +136,8 @@ class ModelCallCheck:
         none = (False, frozenset())
         self.culprit = None
         if self.silent or not call.args:
-            return none
+            self.culprit = built_on_cpu(self, call) if call.args else None
+            return self.culprit is not None, frozenset()
         func = call.func
         callee, named = self._callee(func)
         known = callee is not None and callee.kind != PARAM

@@ -44,11 +44,17 @@ class FactoryWithoutDeviceInForward(Rule):
         only origin of what this rule reports (``DeviceFlow`` keeps origins only on the factory
         results of the frame being walked: outer frames lend no tensors, ``self.`` attributes
         read in ``forward`` are inputs, a helper's summary has no origins); ``forward`` meets
-        inputs, another function only the tensors it places with ``device=`` itself."""
+        inputs, a module-level function that a ``forward`` calls by name the inputs handed to it,
+        another function only the tensors it places with ``device=`` itself."""
+        called = set()
         for cls in facts.classes:
             for forward in methods_of(cls, "forward"):
                 if _unplaced_factory(forward, facts):
                     return True
+                called.update(n.func.id for n in nodes_under(forward, facts) if n.__class__ is ast.Call and n.func.__class__ is ast.Name)
+        for node in facts.tree.body:  # a module-level helper that forward calls
+            if node.__class__ is ast.FunctionDef and node.name in called and _unplaced_factory(node, facts):
+                return True
         if "device" not in facts.keywords:
             return False
         for node in ast.walk(facts.tree):
@@ -72,8 +78,11 @@ Outside `forward`, in any function that places a tensor itself (`device=query.de
 `device=device`; not `device="cpu"`), the same meetings are flagged with a tensor it placed or
 with a parameter whose `.device` it passes: a mask helper that makes its bias on
 `query.device` and its causal mask with a bare `torch.ones(...)`, an `init_hidden` that adds
-`torch.rand(...)` to a state made with `device=device`. A function that places nothing is left
-alone: its factories may be meant for the CPU. So are meetings in `torch.nn.functional` calls
+`torch.rand(...)` to a state made with `device=device`. So is a module-level function that a
+`forward` of the same file hands one of its inputs (`fourier(x, self.sigma, self.m)`): that
+parameter is on the module's device, and `torch.arange(m)` meeting it (also through
+`scale ** (j / m)` with `scale: float`, `m: int` annotated, and `math.pi`) is flagged. Any other
+function that places nothing is left alone: its factories may be meant for the CPU. So are meetings in `torch.nn.functional` calls
 (`F.mse_loss(pred, torch.tensor(...))`) and with tensors placed by another method
 (`self.anchor`): DEV111 reports those where they are fed to a model or a loss."""
     why_bad = """
@@ -131,9 +140,17 @@ def causal_bias(query, key):
         #: per enclosing ``def``: the names ``P`` it passes as ``device=P.device`` (tensors on a
         #: device), and the ids of its own calls given a ``device=`` other than a "cpu" literal
         self._device_params: list[tuple[frozenset[str], frozenset[int]]] = []
+        #: module-level function -> its parameters some ``forward`` of this file hands an input
+        self._fed: dict[str, frozenset[str]] = {}
+
+    def visit_Module(self, node: cst.Module) -> None:
+        self._fed = _fed_by_forward(node)
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
-        self._device_params.append(_device_sources(node))
+        params, calls = _device_sources(node)
+        if not self._device_params and node.name.value in self._fed:  # a module-level helper forward hands inputs
+            params |= self._fed[node.name.value]
+        self._device_params.append((params, calls))
 
     def leave_FunctionDef(self, node: cst.FunctionDef) -> None:
         self._device_params.pop()
@@ -250,18 +267,77 @@ def _device_sources(function: cst.FunctionDef) -> tuple[frozenset[str], frozense
 
 
 def _root_name(expr: cst.BaseExpression) -> str | None:
-    """``x`` of ``x``, ``x[:, None]``, ``x.float()``, ``x.view(n, 1)``; ``None`` otherwise (also
-    for ``x.size()`` and other reads of a shape or a number)."""
+    """``x`` of ``x``, ``x[:, None]``, ``x.float()``, ``x.view(n, 1)``, ``torch.unsqueeze(x, -1)``;
+    ``None`` otherwise (also for ``x.size()`` and other reads of a shape or a number, and for a
+    factory's argument: ``torch.tensor(x)`` is a copy on the CPU)."""
     while True:
         t = expr.__class__
         if t is cst.Name:
             return expr.value
         if t is cst.Subscript:
             expr = expr.value
+        elif t is cst.Call and _torch_op(expr):
+            expr = expr.args[0].value
         elif t is cst.Call and expr.func.__class__ is cst.Attribute and expr.func.attr.value not in _SHAPE_METHODS:
             expr = expr.func.value
         else:
             return None
+
+
+def _torch_op(call: cst.Call) -> bool:
+    """``torch.unsqueeze(x, -1)``, ``torch.flatten(x, 1)``: a ``torch.<op>`` (spelled so, not a
+    factory nor a copy) whose first positional argument is the tensor it works on."""
+    name = dotted(call.func) or ""
+    return (name.startswith("torch.") and name.count(".") == 1 and f"torch.{name[6:]}" not in _ORIGINS
+            and name[6:] not in ("from_numpy", "as_tensor", "tensor") and bool(call.args) and call.args[0].keyword is None
+            and not call.args[0].star)
+
+
+def _may_be_input(param: cst.Param) -> bool:
+    """A ``forward`` parameter that may be a tensor: no default but ``None``, no annotation but
+    one naming a ``Tensor`` (``scale=1.0``, ``steps: int`` are numbers)."""
+    default = param.default
+    if default is not None and not (default.__class__ is cst.Name and default.value == "None"):
+        return False
+    return param.annotation is None or "Tensor" in cst.Module([]).code_for_node(param.annotation.annotation)
+
+
+def _fed_by_forward(module: cst.Module) -> dict[str, frozenset[str]]:
+    """Module-level function -> the parameters to which a ``forward`` of a class of ``module``
+    passes one of its inputs (``fourier(v, self.sigma)`` in ``def forward(self, v)``: ``fourier``'s
+    first parameter), by position or keyword; a function defined twice is left out."""
+    functions: dict[str, list[str] | None] = {}
+    for s in module.body:
+        if s.__class__ is cst.FunctionDef:
+            p = s.params
+            functions[s.name.value] = None if s.name.value in functions else [q.name.value for q in (*p.posonly_params, *p.params)]
+    fed: dict[str, set[str]] = {}
+    for cls in module.body:
+        if cls.__class__ is not cst.ClassDef or cls.body.__class__ is not cst.IndentedBlock:
+            continue
+        for forward in cls.body.body:
+            if forward.__class__ is not cst.FunctionDef or forward.name.value != "forward":
+                continue
+            p = forward.params
+            inputs = {q.name.value for q in (*p.posonly_params, *p.params, *p.kwonly_params)[1:] if _may_be_input(q)}
+            stack: list[cst.CSTNode] = [forward.body]
+            while stack:
+                node = stack.pop()
+                if node.__class__ in (cst.FunctionDef, cst.ClassDef, cst.Lambda):
+                    continue
+                stack.extend(node.children)
+                if node.__class__ is not cst.Call or node.func.__class__ is not cst.Name:
+                    continue
+                names = functions.get(node.func.value)
+                if not names:
+                    continue
+                for i, arg in enumerate(node.args):
+                    if arg.star or _root_name(arg.value) not in inputs:
+                        continue
+                    target = arg.keyword.value if arg.keyword is not None else names[i] if i < len(names) else None
+                    if target in names:
+                        fed.setdefault(node.func.value, set()).add(target)
+    return {name: frozenset(params) for name, params in fed.items()}
 
 
 def _unplaced_factory(function: ast.AST, facts) -> bool:

@@ -73,7 +73,7 @@ class InputNotOnModelDevice(Rule):
     code = "DEV111"
     name = "input-not-on-model-device"
     message = "input never moved to the model's device: use .to(device)"
-    triggers = (".to(", ".cuda(")
+    triggers = (".to(", ".cuda(", "LightningModule")
     requires = (DeviceFlow,)
 
     @staticmethod
@@ -85,8 +85,8 @@ class InputNotOnModelDevice(Rule):
         method named like a model or a loss (or ``generate``/``forward``/``encode``), or
         ``self.<x>`` where the class or the module may move something (a moved model kept on
         ``self``); or an augmented assignment whose target may be such a tensor
-        (``x += noise``)."""
-        return _candidate_call(facts) is not None or _candidate_in_place(facts)
+        (``x += noise``); or a ``LightningModule`` (:mod:`devlint.lightning_steps`)."""
+        return _candidate_call(facts) is not None or _candidate_in_place(facts) or "LightningModule" in facts.text
 
     what_it_does = """
 Follows, in each function and in the module body, which names hold a model moved with
@@ -148,7 +148,12 @@ instance), an argument a helper of this file only holds (fills `out.set(...)`, h
 args=...)`), a tensor this function builds with `device=` (no model's output), a value moved only
 onto another model's device (`x.to(self.ref_model.device)` beside `self.model(x)`), `nn.DataParallel` (which scatters
 CPU inputs), Lightning `LightningModule` methods and code that uses `accelerate`
-(`accelerator.prepare`), which place the data themselves. In a file that calls
+(`accelerator.prepare`), which place the data themselves. What Lightning does not place is a
+tensor a step builds: in a `LightningModule`'s `*_step` method or per-batch/per-epoch hook
+(`on_validation_epoch_end`), a factory without `device=`, `torch.tensor([...])` or
+`torch.from_numpy(...)` fed to `self(...)`/`self.forward(...)` (when the class's `forward` moves
+nothing itself) or to a `torch.nn` layer with weights held on `self` (`self.lstm(x, (h0, c0))`)
+is flagged; its batch items never are. In a file that calls
 `torch.set_default_device(device)` (or sets a CUDA default tensor type), factories without
 `device=` land on that device and are not taken for CPU tensors. A tensor put on the CPU on purpose
 with `.cpu()` is DEV103's finding."""
