@@ -89,13 +89,6 @@ def _one_dimensional(call: cst.Call) -> bool:
     return last in _SIZED and len(sizes) == 1 and sizes[0].__class__ is cst.Integer
 
 
-def computed_only(kinds: list, groups: set, origins: tuple) -> bool:
-    """Are the tensors among an operation's operands (``kinds``, with their batch ``groups`` and
-    factory ``origins``) only computed device values, a model's output: ``DEV`` that is no
-    moved batch item (no group) and was not built here with ``device=`` (no origins)?"""
-    return {k for k in kinds if k is not None} == {DEV} and groups == {None} and not origins
-
-
 class ExpressionKinds:
     """The kind of an expression (see the module docstring)."""
 
@@ -145,7 +138,7 @@ class ExpressionKinds:
         if t is cst.BinaryOperation:
             return self._combine((expr.left, expr.right), env)
         if t is cst.Comparison:
-            return self._combine((expr.left, *(c.comparator for c in expr.comparisons)), env, computes=False)
+            return self._combine((expr.left, *(c.comparator for c in expr.comparisons)), env)
         if t is cst.UnaryOperation:
             v = self.value(expr.expression, env)
             return v if v is not None and v.kind in TENSORS else None
@@ -211,10 +204,9 @@ class ExpressionKinds:
             and expr.attr.value in cls.scalar_attrs
         )
 
-    def _combine(self, operands, env, computes: bool = True) -> V | None:
-        """Arithmetic: an input wins; unknown operands make the result unknown, except beside a
-        model's output (``computes``: not a comparison, whose mask says nothing of an output);
-        an item of a batch left on the CPU (alone or with CPU tensors) stays that item."""
+    def _combine(self, operands, env) -> V | None:
+        """Arithmetic: an input wins; unknown operands make the result unknown; an item of a
+        batch left on the CPU (alone or with CPU tensors) stays that item."""
         kinds, origins, groups = [], (), set()
         for operand in operands:
             if isinstance(operand, (cst.Integer, cst.Float, cst.Imaginary)) or (
@@ -232,10 +224,6 @@ class ExpressionKinds:
                 kinds.append(None)
         if INP in kinds:
             return V(INP)
-        if computes and None in kinds and computed_only(kinds, groups, origins):
-            # dist = ((outputs - self.c) ** 2).sum(1): a model's output with anything else is on
-            # the model's device (a CPU operand other than a number would raise there)
-            return V(DEV)
         if not kinds or None in kinds:
             return None
         group = groups.pop() if len(groups) == 1 else None

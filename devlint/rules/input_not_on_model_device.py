@@ -119,9 +119,7 @@ labels = batch["labels"]`: whoever reads it took that arm). A loss given an
 item left behind while its sibling moved is flagged even when the model's output comes from a
 helper; so is a helper or a tensor method (`get_log_probs(logits, labels)`, `metric.update(pred,
 y)`) given a model's output and such an item, unless it is a function or method of this file
-(which may move what it receives); a model's output carried through arithmetic with anything
-(`torch.sum((outputs - self.c) ** 2, dim=1)`) is still such an output (a comparison is not).
-`x.to(y.device)` says where `y` is, not that `y` stayed behind.
+(which may move what it receives). `x.to(y.device)` says where `y` is, not that `y` stayed behind.
 `torch.compile(model)`, `DistributedDataParallel(model)` and `FSDP(model)` keep the placement of
 what they wrap; `enumerate`, `tqdm` and `zip` keep the loader; `torch.stack`/`torch.cat` of CPU
 tensors is on the CPU; a `DataLoader` over one tensor yields that tensor (`x.float()` of it stays
