@@ -284,6 +284,8 @@ class ExpressionKinds:
         return False
 
     def is_dtype(self, expr) -> bool:
+        if expr.__class__ is cst.Call:  # x.to(torch.promote_types(x.dtype, y.dtype)): a dtype computed by torch
+            return (self.ctx.resolve(expr.func) or "") in ("torch.promote_types", "torch.result_type", "torch.get_default_dtype")
         name = self.ctx.resolve(expr) or ""
         if name.startswith("torch.") and name[6:] in DTYPES:
             return True
