@@ -510,7 +510,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--offline", action="store_true", help="use only packages already in the cache")
     parser.add_argument("--set", choices=sorted(SETS), default="default",
                         help="default: the tuned-on packages; heldout: the validation packages (HELDOUT); "
-                        "fresh: the third group (FRESH); fourth: the fourth (FOURTH); fifth: the fifth (FIFTH); sixth: the sixth (SIXTH); all: every one")
+                        "fresh: the third group (FRESH); fourth: the fourth (FOURTH); fifth: the fifth (FIFTH); sixth: the sixth (SIXTH); seventh: the seventh (SEVENTH); all: every one")
     parser.add_argument("--wide", action="store_true", help="the held-out's wider shapes on every set (on for heldout)")
     parser.add_argument("--all-files", action="store_true",
                         help="also lint the files without mutants (that move something) for DEV111 findings")
