@@ -461,6 +461,9 @@ class ExpressionKinds:
             if env is None and base is not None and base.kind == PB and method in _TENSOR_OPS:
                 # window = batch_x.permute(1, 0, 2): the batch is one tensor, this an item of it
                 return V(PITEM, group=base.group, param=base.param)
+            if base is not None and base.kind == CPUB and method in _TENSOR_OPS:
+                # x.float() of a DataLoader over one tensor: the batch is that tensor, on the CPU
+                return V(CPU, group=base.group)
             if base is None:
                 return None
             if base.kind == FED:

@@ -28,7 +28,7 @@ import re
 
 import libcst as cst
 
-from .flow_kinds import CPU, DEV, DEVB, FED, MIXB, PARAM, PB, PITEM, V
+from .flow_kinds import CPU, DEV, DEVB, FED, MIXB, MODEL, PARAM, PB, PITEM, V
 from .held_params import only_held
 from .later_moves import moves_items
 from .names import dotted
@@ -147,6 +147,19 @@ class PartialBatches:
         name = dotted(func)
         return name is not None and "." in name and name.split(".", 1)[0] == self.frame.self_name
 
+    def _built_submodule(self, func: cst.BaseExpression) -> bool:
+        """``self.embed_user``: an attribute the class binds to a module it builds (``nn.Embedding(...)``,
+        a module class of this file) and never to anything else, called in a method that is no
+        ``forward``. It computes on the device its object lives on, which the author's moves in
+        this method name; unlike ``self.infer``, which may be a helper that places its input."""
+        if func.__class__ is not cst.Attribute or not self.is_self(func.value) or self.frame.forward:
+            return False
+        cls = self.frame.cls
+        if cls is None or func.attr.value in cls.methods:
+            return False
+        v = cls.attrs.get(func.attr.value)
+        return v is not None and v.module and v.kind in (MODEL, DEV) and not v.loss
+
     def _model_value(self, expr: cst.BaseExpression, v: V | None) -> bool:
         """An argument that is a model (a module value, or a name that says "model")."""
         if v is not None and v.module:
@@ -233,6 +246,8 @@ class PartialBatches:
             return first[0]
         if self._self_held(call.func):
             shown = {v.group for _, v in values if v is not None and v.kind in (DEV, DEVB) and not v.module and v.group in moved}
+            if self._built_submodule(call.func):
+                shown = set(moved)  # self.embed_user(us) beside cands_ids.to(self.device): a layer of the module
             own = self._own_definition(call.func)
             for arg, v in values:
                 if not arg.star and self.left_behind(arg.value, v, shown) and not _declared_no_tensor(own, call, arg):

@@ -155,7 +155,8 @@ def test_fresh_packages_are_in_no_other_group():
     assert len(fresh) == len(seeded.FRESH) >= 10
     assert not fresh & (others | bench)
     assert seeded.SETS["fresh"] is seeded.FRESH
-    everyone = (*seeded.PACKAGES, *seeded.HELDOUT, *seeded.FRESH, *seeded.FOURTH, *seeded.FIFTH, *seeded.SIXTH)
+    everyone = (*seeded.PACKAGES, *seeded.HELDOUT, *seeded.FRESH, *seeded.FOURTH, *seeded.FIFTH, *seeded.SIXTH,
+                *seeded.SEVENTH)
     assert {p.name for p in seeded.SETS["all"]} == {p.name for p in everyone}
 
 
@@ -199,6 +200,27 @@ def test_sixth_packages_are_in_no_other_group():
     assert len(sixth) == len(seeded.SIXTH) >= 10
     assert not sixth & (others | bench | left_out)
     assert seeded.SETS["sixth"] is seeded.SIXTH
+
+
+def test_seventh_packages_are_in_no_other_group():
+    """The seventh set measures generalisation too: none of its packages is in another group,
+    linted by ecosystem.py (any list), timed by bench_lint.py or left out of an earlier set."""
+    seventh = {p.name.lower().replace("_", "-") for p in seeded.SEVENTH}
+    listed = (*seeded.PACKAGES, *seeded.HELDOUT, *seeded.FRESH, *seeded.FOURTH, *seeded.FIFTH, *seeded.SIXTH,
+              *seeded.ecosystem.PACKAGES)
+    others = {p.name.lower().replace("_", "-") for p in listed}
+    bench = {"timm", "accelerate", "ultralytics", "lightning", "diffusers", "transformers"}
+    left_out = {"espnet", "allennlp", "torchdrug", "deepctr-torch", "pytorch-ood", "chgnet", "torchkeras",
+                "textattack", "fair-esm", "mace-torch", "robustbench", "trojanzoo", "setfit", "torchxrayvision",
+                "torchcrepe", "baal", "fuxictr", "gfpgan", "realesrgan", "stylegan2-pytorch", "tez", "torchbearer",
+                "cellpose", "imitation", "rl-games", "bert-score", "openprompt", "audiocraft", "elegantrl",
+                "torchmeta", "torchsde", "clinicadl", "deepecho", "farm", "mbrl", "open-metric-learning", "pythae",
+                "skrl", "torch-points3d", "torchgan", "agilerl", "compressai", "hyperimpute", "ivadomed", "lungmask",
+                "openunmix", "pytorch-adapt", "supar", "torchtuples", "trankit", "dglke", "easyocr", "momentfm",
+                "schnetpack", "textbrewer", "clip-benchmark", "rlcard", "salesforce-merlion"}
+    assert len(seventh) == len(seeded.SEVENTH) >= 10
+    assert not seventh & (others | bench | left_out)
+    assert seeded.SETS["seventh"] is seeded.SEVENTH
 
 
 ALIGN = '''def evaluate(detector, loader, device):

@@ -122,7 +122,8 @@ y)`) given a model's output and such an item, unless it is a function or method 
 (which may move what it receives). `x.to(y.device)` says where `y` is, not that `y` stayed behind.
 `torch.compile(model)`, `DistributedDataParallel(model)` and `FSDP(model)` keep the placement of
 what they wrap; `enumerate`, `tqdm` and `zip` keep the loader; `torch.stack`/`torch.cat` of CPU
-tensors is on the CPU.
+tensors is on the CPU; a `DataLoader` over one tensor yields that tensor (`x.float()` of it stays
+on the CPU).
 Where a batch is partly moved (some items moved, anywhere on the straight path of the loop or
 step body, also under `if use_cuda:` or `if x is not None:`), an item left behind is also
 flagged where it meets the moved ones without a model call: in a dict, list or `torch.cat`
@@ -131,7 +132,9 @@ handed to a computing helper, as the first argument after a model handed to a he
 call of a module held by `self` (`self.hparams.normalizer(mel, lens)`) or of a method of the class that
 moves nothing itself, at a helper call (`pred = self.get_logits(x)`) whose output reaches
 a loss or a model, and at a step function of this file given a moved item and one left behind
-(`training_step(image, target)`, a closure or a module function that moves nothing itself). Items a helper parses out of one
+(`training_step(image, target)`, a closure or a module function that moves nothing itself); a
+layer the class builds for itself (`self.embed_user = nn.Embedding(...)`), called in one of its
+methods that is no `forward`, needs no moved item beside it. Items a helper parses out of one
 unmoved batch (`imgs, pids = self.parse_data(data)`) and the parts of a step parameter (`x, y = batch_x`) are items of it.
 
 Tensors moved with `.to(device)` (also `{k: v.to(device) for k, v in batch.items()}` and
