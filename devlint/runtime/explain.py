@@ -123,7 +123,10 @@ def placement_findings(raw, step=None) -> list[Finding]:
 
 
 def master_weights(step) -> Finding | None:
-    low = [(n, p.dtype) for n, p in step.model.named_parameters() if p.dtype in _LOW]
+    """The ``master-weights`` finding for trainable (``requires_grad``) float16/bfloat16
+    parameters, else None: a frozen low-precision part (a QLoRA-style base, a frozen teacher)
+    gets no gradient to unscale and no update to lose, and autocast casts its operands."""
+    low = [(n, p.dtype) for n, p in step.model.named_parameters() if p.dtype in _LOW and p.requires_grad]
     if not low:
         return None
     name, dtype = low[0]
