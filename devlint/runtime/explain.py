@@ -244,6 +244,18 @@ def mismatch_finding(step, raw, verdict: Verdict, seed: int, tol: Tolerances) ->
             "scale every loss that is backpropagated before scaler.step: scaler.scale(loss).backward()",
             module="step_fn (the training step)", name=unscaled[0], op="GradScaler.scale",
             device=raw.device, mode=raw.mode, related="DEV203", details={**details, "unscaled": unscaled})
+    late = getattr(raw, "grad_late", None)
+    if late:  # a scaled backward after unscale_: its part is stepped still times the scale
+        shown = ", ".join(late[:MAX_LISTED]) + (f" and {len(late) - MAX_LISTED} more" if len(late) > MAX_LISTED else "")
+        return Finding(
+            "mismatch",
+            f"{raw.mode} gradients on {raw.device} differ from float32 (whole-model error "
+            f"{verdict.grad_err:.1e}) because the step calls scaler.scale(loss).backward() after "
+            f"scaler.unscale_(optimizer) and before scaler.step ({shown}): that part of the "
+            "gradients is applied still multiplied by the loss scale",
+            "backpropagate every loss before scaler.unscale_(optimizer), or add the losses first",
+            module="step_fn (the training step)", name=late[0], op="GradScaler.unscale_",
+            device=raw.device, mode=raw.mode, related="DEV205", details={**details, "late": late})
     if fit is not None and abs(fit[0] - 1) > 0.5 and fit[1] < 0.1:
         # one factor for the whole model: the step rescaled the gradients, no module is unstable
         c, r = fit
