@@ -123,7 +123,10 @@ def placement_findings(raw, step=None) -> list[Finding]:
 
 
 def master_weights(step) -> Finding | None:
-    low = [(n, p.dtype) for n, p in step.model.named_parameters() if p.dtype in _LOW]
+    """The ``master-weights`` finding for trainable (``requires_grad``) float16/bfloat16
+    parameters, else None: a frozen low-precision part (a QLoRA-style base, a frozen teacher)
+    gets no gradient to unscale and no update to lose, and autocast casts its operands."""
+    low = [(n, p.dtype) for n, p in step.model.named_parameters() if p.dtype in _LOW and p.requires_grad]
     if not low:
         return None
     name, dtype = low[0]
@@ -186,18 +189,45 @@ def nonfinite_finding(step, raw, runs: dict, seed: int) -> Finding:
     ins = ", ".join(f"{d} {s} in [{lo:.3g}, {hi:.3g}]" for d, s, lo, hi in nf.inputs) or "no float inputs"
     limit = f" ({str(dtype).removeprefix('torch.')} max {torch.finfo(dtype).max:g})" if dtype != torch.float32 else ""
     phase = "backward of " if nf.backward else ""
+    flushed = None
     if nf.inputs_finite:
         msg = (f"{what} in the {raw.mode} run{inside}: the first op whose output is inf/NaN is {phase}{_op(nf)} in "
                f"{nf.module}, output {nf.out_dtype}, inputs {ins}{limit}{clean}")
+        flushed = _zero_from_underflow(step, raw, nf, dtype, seed)
+        if flushed is not None:
+            cast = f" (a cast to {flushed.dtype}, as autocast casts operands)" if "_to_copy" in flushed.op else ""
+            msg = (f"{what} in the {raw.mode} run{inside}: the first op whose output is inf/NaN is {phase}{_op(nf)} in "
+                   f"{nf.module}, output {nf.out_dtype}, inputs {ins}; before it, {flushed.op}{cast} in "
+                   f"{flushed.module} underflows: {flushed.flushed} of its {flushed.nonzero} "
+                   f"non-zero float32 values (up to {flushed.largest:.1e}) are 0 in {flushed.dtype} "
+                   f"(smallest normal {torch.finfo(dtype).tiny:.1e}){clean}")
     else:
         msg = (f"{what} in the {raw.mode} run{inside}: {nf.module} already holds inf/NaN before the step{clean}")
     fix = ("use dtype=torch.bfloat16 in autocast, scale values down before this op, or run it in "
            "float32 with torch.autocast(..., enabled=False)")
+    if flushed is not None:
+        fix = ("keep such values in float32 (torch.autocast(..., enabled=False) around them), "
+               "rescale them as they shrink, or work with logarithms")
     if raw.mode == "float32":
         fix = "keep this op's inputs in its domain (no log of negatives, no 0/0)"
+    details = {"inputs": [list(i) for i in nf.inputs], "backward": nf.backward, "out_dtype": nf.out_dtype}
+    if flushed is not None:
+        details["flushed"] = {"op": flushed.op, "module": flushed.module, "count": flushed.flushed,
+                              "nonzero": flushed.nonzero}
     return Finding("non-finite", msg, fix, module=nf.module, op=nf.op, device=raw.device,
-                   mode=raw.mode, details={"inputs": [list(i) for i in nf.inputs],
-                                           "backward": nf.backward, "out_dtype": nf.out_dtype})
+                   mode=raw.mode, details=details)
+
+
+def _zero_from_underflow(step, raw, nf, dtype, seed: int):
+    """For a low-precision run whose first inf/NaN op is in the forward and has a zero among its
+    finite inputs (``log(0)``, ``x / 0``): the first op that flushed to zero values float32 keeps
+    (:func:`underflow_probe.underflow_probe`), or None."""
+    if raw.mode == "float32" or nf.backward or not any(lo <= 0 <= hi for _, _, lo, hi in nf.inputs):
+        return None
+    try:
+        return underflow_probe.underflow_probe(step, raw.device, dtype, seed, kernels=raw.kernels or "emulated")
+    except Exception:  # noqa: BLE001 - the diagnosis is best effort
+        return None
 
 
 def mismatch_finding(step, raw, verdict: Verdict, seed: int, tol: Tolerances) -> Finding:
@@ -241,6 +271,18 @@ def mismatch_finding(step, raw, verdict: Verdict, seed: int, tol: Tolerances) ->
             "scale every loss that is backpropagated before scaler.step: scaler.scale(loss).backward()",
             module="step_fn (the training step)", name=unscaled[0], op="GradScaler.scale",
             device=raw.device, mode=raw.mode, related="DEV203", details={**details, "unscaled": unscaled})
+    late = getattr(raw, "grad_late", None)
+    if late:  # a scaled backward after unscale_: its part is stepped still times the scale
+        shown = ", ".join(late[:MAX_LISTED]) + (f" and {len(late) - MAX_LISTED} more" if len(late) > MAX_LISTED else "")
+        return Finding(
+            "mismatch",
+            f"{raw.mode} gradients on {raw.device} differ from float32 (whole-model error "
+            f"{verdict.grad_err:.1e}) because the step calls scaler.scale(loss).backward() after "
+            f"scaler.unscale_(optimizer) and before scaler.step ({shown}): that part of the "
+            "gradients is applied still multiplied by the loss scale",
+            "backpropagate every loss before scaler.unscale_(optimizer), or add the losses first",
+            module="step_fn (the training step)", name=late[0], op="GradScaler.unscale_",
+            device=raw.device, mode=raw.mode, related="DEV205", details={**details, "late": late})
     if fit is not None and abs(fit[0] - 1) > 0.5 and fit[1] < 0.1:
         # one factor for the whole model: the step rescaled the gradients, no module is unstable
         c, r = fit

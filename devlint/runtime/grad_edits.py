@@ -19,6 +19,11 @@ watches, ``torch.autograd.backward`` (which ``Tensor.backward`` calls) notes whe
 come from the scaler's ``scale`` (the root is, or is computed from, one of its outputs), and
 ``unscaled`` lists the parameters whose gradient still holds such a backward's contribution
 when ``unscale_`` runs (one later set to ``None`` or zeroed and refilled is not listed).
+
+The window's other end has a third: a backward of a scaled loss after ``unscale_`` and before
+``scaler.step`` (an auxiliary loss backpropagated after clipping): its part of the gradients
+stays multiplied by the scale, which ``step`` does not divide again. ``late`` lists the
+parameters such a backward reached.
 """
 
 from __future__ import annotations
@@ -34,12 +39,16 @@ class GradEdits:
     :meth:`close`). ``touched``: the names of the parameters (``model.named_parameters()``)
     whose gradient an in-place op changed in that window, in order, each once. ``unscaled``:
     those whose gradient ``unscale_`` divided while it held the contribution of a backward
-    whose loss the scaler never scaled, in order, each once. ``torch.autograd.backward`` is
-    wrapped until :meth:`close`."""
+    whose loss the scaler never scaled, in order, each once. ``late``: those that a backward of
+    a scaled loss reached after ``unscale_`` and before the next ``step``/``update``, in order,
+    each once. ``torch.autograd.backward`` and the scaler's ``step``/``update`` are wrapped
+    until :meth:`close`."""
 
     def __init__(self, model: torch.nn.Module, scaler) -> None:
         self.touched: list[str] = []
         self.unscaled: list[str] = []
+        self.late: list[str] = []
+        self._unscaled_now = False  # unscale_ ran and step/update has not yet
         self._names = {p: n for n, p in model.named_parameters() if p.requires_grad}
         self._seen: dict = {}
         self._pending: dict = {}  # parameter -> (id, version) of a gradient holding an unscaled part
@@ -51,7 +60,17 @@ class GradEdits:
 
         def unscale_(optimizer):
             self._check()
-            return real(optimizer)
+            out = real(optimizer)
+            self._unscaled_now = True
+            return out
+
+        def ends(real_call):
+            def call(*args, **kwargs):
+                try:
+                    return real_call(*args, **kwargs)
+                finally:
+                    self._unscaled_now = False
+            return call
 
         def scale(outputs):
             out = type(scaler).scale(scaler, outputs)
@@ -62,6 +81,7 @@ class GradEdits:
 
         scaler.unscale_ = unscale_
         scaler.scale = scale
+        scaler.step, scaler.update = ends(scaler.step), ends(scaler.update)
         self._real_backward = real_backward = torch.autograd.backward
 
         def backward(tensors, *args, **kwargs):
@@ -102,6 +122,8 @@ class GradEdits:
             self._seen[p] = (id(g), g._version)
         if self._in_scaled is None or g is None or g.layout != torch.strided:
             return
+        if self._unscaled_now and self._in_scaled and self._names[p] not in self.late:
+            self.late.append(self._names[p])
         held = self._pending.get(p)
         # this backward added to the same gradient in place (one version on): it still holds
         # the unscaled part; anything else (a new tensor, a zero_ in between) dropped it
@@ -131,7 +153,8 @@ class GradEdits:
             h.remove()
         self._handles = []
         self._scaler.__dict__.pop("unscale_", None)
-        self._scaler.__dict__.pop("scale", None)
+        for name in ("scale", "step", "update"):
+            self._scaler.__dict__.pop(name, None)
         if torch.autograd.backward is not self._real_backward:
             torch.autograd.backward = self._real_backward
         self._scaled_nodes = []

@@ -86,6 +86,7 @@ class Raw:
     regions: set = field(default_factory=set)  # dtypes of the step's own "cuda" regions (CPU runs)
     grad_edits: list = field(default_factory=list)  # gradients a step_fn changed before unscale_
     grad_unscaled: list = field(default_factory=list)  # gradients unscale_ divided that were never scaled
+    grad_late: list = field(default_factory=list)  # gradients a scaled backward reached after unscale_
     scaled_autograd_grad: bool = False  # a step_fn took torch.autograd.grad of scaler.scale(...)
     fix: str | None = None  # a scaler misuse's own fix, when the step raised for it
     fresh_scaler: float | None = None  # float16: init_scale of a GradScaler the step made and dropped
@@ -217,6 +218,7 @@ def _run_once(step: TrainingStep, device: str, mode: str, seed: int, *, keep: bo
             edits = GradEdits(model, scaler)
             raw.grad_edits = edits.touched
             raw.grad_unscaled = edits.unscaled
+            raw.grad_late = edits.late
 
         def capture(opt, args, kwargs):
             captured.clear()

@@ -8,11 +8,13 @@ replay (:func:`devlint.runtime.probes.nonfinite_probe`) finds nothing, and the d
 
 :func:`underflow_probe` replays the loss under autocast in the run's dtype (the same rules,
 kernels and step-made regions as the runs) and recomputes each op whose output is float16 or
-bfloat16 from its inputs cast to float32: the first op where at least
+bfloat16 from its inputs cast to float32 (a cast of a float32 tensor to that dtype, as autocast
+casts an op's operands, is compared with its input): the first op where at least
 :data:`FLUSHED_SHARE` of the elements that are non-zero in float32, and smaller than the
 dtype's smallest normal number (``torch.finfo(dtype).tiny``), are zero in its own output is
 named. In-place ops, random ops and ``empty``-family ops are not recomputed. It runs only to
-explain a mismatching run whose loss differs from float32's.
+explain a mismatching run whose loss differs from float32's, and a non-finite one whose first
+inf/NaN op had a zero among its finite inputs (``log(0)``, ``x / 0``).
 """
 
 from __future__ import annotations
@@ -36,6 +38,8 @@ __all__ = ["Flushed", "underflow_probe", "FLUSHED_SHARE"]
 #: The share of an op's small non-zero float32 elements that must be zero in its own output.
 FLUSHED_SHARE = 0.5
 _LOW = (torch.float16, torch.bfloat16)
+#: Casts whose float32 input is itself what float32 keeps (autocast casts by ``_to_copy``).
+_CASTS = (torch.ops.aten._to_copy.default,)
 
 
 @dataclass
@@ -74,11 +78,14 @@ class _Probe(TorchDispatchMode):
     def _check(self, func, args, kwargs, out) -> None:
         if not isinstance(out, torch.Tensor) or out.dtype not in _LOW or not out.numel():
             return
-        if not any(t.dtype in _LOW for t in _tensors((args, kwargs))):
+        if func in _CASTS and isinstance(args[0], torch.Tensor) and args[0].dtype == torch.float32:
+            ref = args[0]  # a cast to the low dtype (autocast's own): float32 keeps its input
+        elif not any(t.dtype in _LOW for t in _tensors((args, kwargs))):
             return
-        wide = tree_map(lambda t: t.float() if isinstance(t, torch.Tensor) and t.dtype in _LOW else t,
-                        (args, kwargs))
-        ref = func(*wide[0], **wide[1])
+        else:
+            wide = tree_map(lambda t: t.float() if isinstance(t, torch.Tensor) and t.dtype in _LOW else t,
+                            (args, kwargs))
+            ref = func(*wide[0], **wide[1])
         if not isinstance(ref, torch.Tensor) or ref.shape != out.shape:
             return
         tiny = torch.finfo(out.dtype).tiny
