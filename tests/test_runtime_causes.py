@@ -203,6 +203,31 @@ def test_an_error_in_a_custom_function_names_the_function_and_its_module():
     assert "Doubled.backward, a custom torch.autograd.Function" in f.message
 
 
+class MaxPoolMasked(nn.Module):
+    """Masked max pooling with a -1e9 fill: no float16 value, so ``masked_fill`` on the float16
+    output of a Linear raises under autocast, as on a GPU (``finite`` uses the dtype's own min)."""
+
+    def __init__(self, finite=False):
+        super().__init__()
+        self.finite = finite
+        self.fc, self.head = nn.Linear(6, 8), nn.Linear(8, 3)
+
+    def forward(self, x):  # (n, elements, 6)
+        h = self.fc(x)
+        fill = torch.finfo(h.dtype).min if self.finite else -1e9
+        return self.head(h.masked_fill(x[..., :1] < -1, fill).amax(1))
+
+
+def test_a_step_error_of_a_low_precision_run_names_the_op_that_raised():
+    x = torch.randn(4, 5, 6)
+    r = check_step(_step(MaxPoolMasked(), x), devices=["cpu"], modes=["float16"])
+    (f,) = r.errors
+    assert f.kind == "step-error" and f.op == "aten.masked_fill.Scalar", str(r)
+    assert f.module == "MaxPoolMasked (the model itself)" and "aten.masked_fill.Scalar" in f.message, str(r)
+    ok = check_step(_step(MaxPoolMasked(finite=True), x), devices=["cpu"], modes=["float16"])
+    assert ok.ok, str(ok)
+
+
 class MaskAttribute(nn.Module):
     def __init__(self, kind):
         super().__init__()
