@@ -203,6 +203,60 @@ def test_an_error_in_a_custom_function_names_the_function_and_its_module():
     assert "Doubled.backward, a custom torch.autograd.Function" in f.message
 
 
+class MaxPoolMasked(nn.Module):
+    """Masked max pooling with a -1e9 fill: no float16 value, so ``masked_fill`` on the float16
+    output of a Linear raises under autocast, as on a GPU (``finite`` uses the dtype's own min)."""
+
+    def __init__(self, finite=False):
+        super().__init__()
+        self.finite = finite
+        self.fc, self.head = nn.Linear(6, 8), nn.Linear(8, 3)
+
+    def forward(self, x):  # (n, elements, 6)
+        h = self.fc(x)
+        fill = torch.finfo(h.dtype).min if self.finite else -1e9
+        return self.head(h.masked_fill(x[..., :1] < -1, fill).amax(1))
+
+
+def test_a_step_error_of_a_low_precision_run_names_the_op_that_raised():
+    x = torch.randn(4, 5, 6)
+    r = check_step(_step(MaxPoolMasked(), x), devices=["cpu"], modes=["float16"])
+    (f,) = r.errors
+    assert f.kind == "step-error" and f.op == "aten.masked_fill.Scalar", str(r)
+    assert f.module == "MaxPoolMasked (the model itself)" and "aten.masked_fill.Scalar" in f.message, str(r)
+    ok = check_step(_step(MaxPoolMasked(finite=True), x), devices=["cpu"], modes=["float16"])
+    assert ok.ok, str(ok)
+
+
+class EulerSteps(nn.Module):
+    """Many small Euler steps ``z = z + dt * f(z)`` of a state kept in the activations' dtype:
+    in float16 increments below the state's spacing are rounded away, on a GPU too (``add``
+    keeps its inputs' dtype under autocast); ``wide`` keeps the state in float32."""
+
+    def __init__(self, wide=False, steps=250):
+        super().__init__()
+        self.wide, self.steps = wide, steps
+        self.encode, self.f, self.head = nn.Linear(6, 8), nn.Sequential(nn.Linear(8, 8), nn.Tanh()), nn.Linear(8, 3)
+
+    def forward(self, x):
+        z = self.encode(x)
+        z = z.float() if self.wide else z
+        for _ in range(self.steps):
+            dz = self.f(z)
+            z = z + (dz.float() if self.wide else dz) / self.steps
+        return self.head(z)
+
+
+def test_increments_lost_by_a_low_precision_accumulation_are_named_at_the_add():
+    x = torch.randn(16, 6) * 3
+    r = check_step(_step(EulerSteps(), x), devices=["cpu"], modes=["float16"])
+    (f,) = r.errors
+    assert f.kind == "mismatch" and f.op == "aten.add.Tensor", str(r)
+    assert f.module == "EulerSteps (the model itself)" and "rounding takes" in f.message, str(r)
+    ok = check_step(_step(EulerSteps(wide=True), x), devices=["cpu"], modes=["float16"])
+    assert ok.ok, str(ok)
+
+
 class MaskAttribute(nn.Module):
     def __init__(self, kind):
         super().__init__()

@@ -86,3 +86,27 @@ def test_a_cpu_tensor_torch_makes_is_named_by_the_torch_function_called():
 
     r, found = _placement(loss_fn)
     assert len(found) == 1 and "called by Uniform.__init__ in torch.distributions.uniform" in found[0].name, str(r)
+
+
+# --- a CPU tensor reached through a 0-dim view ---------------------------------------------------
+
+
+class _TimeGrid(nn.Module):
+    """A time grid kept as a plain attribute: ``ts[i]`` is a 0-dim CPU tensor (which CUDA
+    accepts as a scalar), but its ``expand`` to a column is not, and ``torch.cat`` with the
+    device's features refuses it."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(7, 3)
+        self.ts = torch.linspace(0, 1, 4)
+
+    def forward(self, x):
+        return self.fc(torch.cat([x, self.ts[1].expand(x.shape[0], 1)], 1))
+
+
+def test_a_cpu_attribute_reached_through_a_0_dim_view_is_named_not_the_view():
+    r, found = _placement(lambda m, b: F.cross_entropy(m(b[0]), b[1]), _TimeGrid())
+    assert found, str(r)
+    assert found[0].name is not None and "ts" in found[0].name.split(" ")[0], str(r)
+    assert "aten.expand" not in found[0].message, str(r)

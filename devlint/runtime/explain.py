@@ -13,7 +13,7 @@ import re
 
 import torch
 
-from . import probes, underflow_probe
+from . import probes, swamp_probe, underflow_probe
 from .by_module import tiny_counts
 from .compare import DTYPES, Tolerances, Verdict
 from .names import first_line, module_of, reachable_tensors
@@ -327,6 +327,19 @@ def mismatch_finding(step, raw, verdict: Verdict, seed: int, tol: Tolerances) ->
         if overflow is not None:  # an inf the step then hides (rsqrt(inf) = 0, clamp, where)
             culprit += overflow[1]
             module = module if unstable else overflow[0]
+        swamped = _swamped(step, raw, seed) if not unstable and overflow is None else None
+        if swamped is not None:  # an accumulation in the low precision that loses its increments
+            details["swamped"] = {"op": swamped.op, "module": swamped.module, "calls": swamped.calls,
+                                  "share": swamped.share}
+            return Finding(
+                "mismatch",
+                f"{raw.mode} gradients on {raw.device} are beyond what {raw.mode} reaches on this model "
+                f"(whole-model error {verdict.grad_err:.1e}): {swamped.op} in {swamped.module} accumulates "
+                f"in {swamped.dtype} over {swamped.calls} calls, and rounding takes {swamped.share:.0%} of "
+                f"its increments (those below the sum's {swamped.dtype} spacing; float32 keeps them)",
+                "keep the accumulated state in float32 (s = s.float() before the loop, s = s + "
+                "step.float()); autocast keeps add's inputs' dtype",
+                module=swamped.module, op=swamped.op, device=raw.device, mode=raw.mode, details=details)
     loss = "" if verdict.loss_ok else f"; loss error {verdict.loss_err:.1e}"
     if not listed and verdict.missing:
         names = f"gradients present in only one of the runs: {', '.join(verdict.missing[:MAX_LISTED])}"
@@ -350,6 +363,15 @@ def _flushed(step, raw, verdict: Verdict, seed: int):
     try:
         return underflow_probe.underflow_probe(step, raw.device, DTYPES[raw.mode], seed,
                                                kernels=raw.kernels or "emulated")
+    except Exception:  # noqa: BLE001 - the diagnosis is best effort
+        return None
+
+
+def _swamped(step, raw, seed: int):
+    """For a low-precision run whose mismatch no other replay explains: the accumulation that
+    loses its increments whole (:func:`swamp_probe.swamp_probe`), or None."""
+    try:
+        return swamp_probe.swamp_probe(step, raw.device, DTYPES[raw.mode], seed, kernels=raw.kernels or "emulated")
     except Exception:  # noqa: BLE001 - the diagnosis is best effort
         return None
 

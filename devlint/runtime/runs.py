@@ -42,6 +42,9 @@ DEVICES = ("cpu", "cuda", "mps")
 _DTYPE_ERR = re.compile(r"dtype to be equal|same dtype|expected scalar type|dtypes? (must |to )?match"
                         r"|but found (Float|BFloat16|Half)|Found dtype|expected both .* dtype", re.I)
 
+#: A Python constant a low-precision tensor cannot hold (``masked_fill(mask, -1e9)`` on float16).
+_OUT_OF_RANGE = re.compile(r"cannot be converted to type .* without overflow")
+
 
 class _Stopped(Exception):
     """A try of the replayed scale search raised or went non-finite: that try is the run."""
@@ -351,9 +354,19 @@ def _row(step, raw: Raw, ref: Raw, tol: Tolerances, seed: int, cross: bool, repo
                 fix,
                 module=raw.module, op=raw.op, device=raw.device, mode=raw.mode))
         else:
+            said, fix = "", f"run the step on {raw.device} in {raw.mode} directly to see the traceback"
+            if raw.mode != "float32" and raw.op is None:  # the float32 run passed: which op refused
+                origin = dtype_error_origin(step, raw.device, DTYPES[raw.mode], seed, kernels=raw.kernels or "emulated")
+                if origin is not None:
+                    raw.op = origin.op
+                    if raw.module in (None, "loss_fn (outside the model)"):
+                        raw.module = origin.module
+                    said = f" at {origin.op} in {origin.module} (the float32 run passes)"
+                    if _OUT_OF_RANGE.search(raw.error):
+                        fix = (f"a constant beyond {raw.mode}'s range meets a {raw.mode} tensor at {origin.op}: "
+                               "use torch.finfo(x.dtype).min (or .max) instead, or compute it in float32")
             report.findings.append(Finding(
-                "step-error", f"the step raised {raw.error} on {raw.device} {raw.mode}",
-                f"run the step on {raw.device} in {raw.mode} directly to see the traceback",
+                "step-error", f"the step raised {raw.error} on {raw.device} {raw.mode}{said}", fix,
                 module=raw.module, op=raw.op, device=raw.device, mode=raw.mode))
         return run
     verdict, beyond = _judge_run(step, raw, ref, tol, seed, cross, bench)

@@ -538,15 +538,24 @@ class StandIn(TorchDispatchMode):
         return _map(wrap, out)
 
     def _remember(self, func, tensors, out) -> None:
-        """Record where each CPU tensor made during the step comes from (see :class:`Mix`)."""
+        """Record where each CPU tensor made during the step comes from (see :class:`Mix`).
+        0-dim CPU tensors are no mix themselves (CUDA takes them as scalars) but keep their
+        origin too: ``ts[i].expand(n, 1)`` of a plain attribute ``ts`` comes from ``ts``, not
+        from ``expand``."""
         origin = next((self.made[t] for t in tensors if t in self.made), None)
         if origin is None:
             leaf = next((t for t in tensors if self._plain(t)), None)
+            if leaf is None:  # a 0-dim view of a tensor from before the step
+                leaf = next((t for t in tensors if self._untagged(t)), None)
             origin = ("id", id(leaf)) if leaf is not None else (
                 "made", str(func), self._label())
         for o in _flat(out, []):
-            if self._plain(o) and o not in self.made:
+            if self._untagged(o) and o not in self.made:
                 self.made[o] = origin
+
+    @staticmethod
+    def _untagged(t) -> bool:
+        return isinstance(t, torch.Tensor) and not isinstance(t, Tagged)
 
 
 def to_stand_in(model: torch.nn.Module) -> torch.nn.Module:
