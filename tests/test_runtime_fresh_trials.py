@@ -1,4 +1,4 @@
-"""The fresh trials (fixtures/runtime/zoo_trial3.py ... zoo_trial7.py): in each, every correct
+"""The fresh trials (fixtures/runtime/zoo_trial3.py ... zoo_trial8.py): in each, every correct
 architecture passes and every planted bug is caught and named (module, op, tensor or buffer),
 checked on the CPU as ``check_step(step, devices=["cpu"])``. Each trial's general causes are
 tested alone elsewhere:
@@ -14,7 +14,10 @@ tested alone elsewhere:
   (``torch.autograd.grad`` of ``scaler.scale(...)`` undivided);
 - trial 7: test_runtime_frozen_half.py (a frozen float16 base under LoRA),
   test_runtime_late_backward.py (a scaled backward after ``unscale_``) and
-  test_runtime_underflow_zero.py (the underflow behind a ``log(0)``).
+  test_runtime_underflow_zero.py (the underflow behind a ``log(0)``);
+- trial 8: test_runtime_placement_names.py (a plain attribute reached through a 0-dim view) and
+  test_runtime_causes.py (the op of a low-precision step error, an ``add`` whose rounding swamps
+  its increments).
 
 CPU only, tiny models, one torch thread."""
 
@@ -27,7 +30,7 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 #: trial -> (at least this many correct architectures, at least this many planted bugs)
 SIZES = {"zoo_trial3": (15, 10), "zoo_trial4": (10, 8), "zoo_trial5": (12, 10),
-         "zoo_trial6": (12, 6), "zoo_trial7": (12, 10)}
+         "zoo_trial6": (12, 6), "zoo_trial7": (12, 10), "zoo_trial8": (12, 7)}
 ZOOS = {name: load_runtime_zoo(name) for name in SIZES}
 CORRECT = [(name, f) for name, zoo in ZOOS.items() for f in zoo.CORRECT]
 PLANTED = [(name, f) for name, zoo in ZOOS.items() for f in zoo.PLANTED]
