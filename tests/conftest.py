@@ -148,3 +148,30 @@ def assert_caught_and_named(report, kind: str, module: str | None, words: str | 
     assert module is None or found[0].module == module, str(report)
     assert words is None or any(
         words in " ".join(x or "" for x in (f.name, f.op, f.message)) for f in found), str(report)
+
+
+def tiny_sgd(params):
+    """Plain SGD (lr 0.1) for the runtime's small hand-made steps."""
+    import torch
+
+    return torch.optim.SGD(params, lr=0.1)
+
+
+def tiny_batch():
+    """A seeded CPU batch: float32 inputs of shape (8, 6) and int64 class labels in [0, 3)."""
+    import torch
+
+    g = torch.Generator().manual_seed(0)
+    return torch.randn(8, 6, generator=g), torch.randint(0, 3, (8,), generator=g)
+
+
+def placement_findings(loss_fn, model=None):
+    """The float32 check of ``loss_fn`` over ``model`` (default ``nn.Linear(6, 3)``) on
+    :func:`tiny_batch`: (the report, its device-placement findings)."""
+    import torch
+
+    from devlint.runtime import TrainingStep
+
+    model = model if model is not None else torch.nn.Linear(6, 3)
+    r = check_zoo_model(lambda: TrainingStep(model, tiny_batch(), loss_fn, tiny_sgd), modes=["float32"])
+    return r, [f for f in r.findings if f.kind == "device-placement"]

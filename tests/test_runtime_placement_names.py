@@ -3,31 +3,14 @@
 function the step called. CPU only."""
 
 import pytest
-from conftest import check_zoo_model
+from conftest import placement_findings
 
 torch = pytest.importorskip("torch")
-
-from devlint.runtime import TrainingStep  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 F = torch.nn.functional
 nn = torch.nn
-
-
-def _sgd(params):
-    return torch.optim.SGD(params, lr=0.1)
-
-
-def _batch():
-    g = torch.Generator().manual_seed(0)
-    return torch.randn(8, 6, generator=g), torch.randint(0, 3, (8,), generator=g)
-
-
-def _placement(loss_fn, model=None):
-    model = model if model is not None else nn.Linear(6, 3)
-    r = check_zoo_model(lambda: TrainingStep(model, _batch(), loss_fn, _sgd), modes=["float32"])
-    return r, [f for f in r.findings if f.kind == "device-placement"]
 
 
 #: A module-level constant, never moved (as a training script keeps ImageNet statistics).
@@ -44,7 +27,7 @@ def test_a_closed_over_cpu_tensor_is_named():
         x, y = batch
         return F.cross_entropy(model(x) * weights, y)
 
-    r, found = _placement(loss_fn)
+    r, found = placement_findings(loss_fn)
     assert [f.name for f in found] == ["weights (a variable the loss_fn closes over)"], str(r)
 
 
@@ -58,7 +41,7 @@ class _GlobalScaled(nn.Module):
 
 
 def test_a_global_cpu_tensor_is_named_with_its_file():
-    r, found = _placement(lambda m, b: F.cross_entropy(m(b[0]), b[1]), _GlobalScaled())
+    r, found = placement_findings(lambda m, b: F.cross_entropy(m(b[0]), b[1]), _GlobalScaled())
     assert [(f.name, f.module) for f in found] == [
         ("GLOBAL_SCALE (a global of test_runtime_placement_names.py)", "_GlobalScaled (the model itself)")], str(r)
 
@@ -74,7 +57,7 @@ def test_a_cpu_tensor_inside_another_object_is_still_said_by_its_shape():
         x, y = batch
         return F.cross_entropy(model(x) + extra.bias, y)
 
-    r, found = _placement(loss_fn)
+    r, found = placement_findings(loss_fn)
     assert [f.name for f in found] == ["tensor of shape [3]"], str(r)
 
 
@@ -84,7 +67,7 @@ def test_a_cpu_tensor_torch_makes_is_named_by_the_torch_function_called():
         lam = torch.distributions.Uniform(0.0, 1.0).sample((1,))  # its bounds: CPU tensors
         return F.cross_entropy(model(x) * lam, y)
 
-    r, found = _placement(loss_fn)
+    r, found = placement_findings(loss_fn)
     assert len(found) == 1 and "called by Uniform.__init__ in torch.distributions.uniform" in found[0].name, str(r)
 
 
@@ -106,7 +89,7 @@ class _TimeGrid(nn.Module):
 
 
 def test_a_cpu_attribute_reached_through_a_0_dim_view_is_named_not_the_view():
-    r, found = _placement(lambda m, b: F.cross_entropy(m(b[0]), b[1]), _TimeGrid())
+    r, found = placement_findings(lambda m, b: F.cross_entropy(m(b[0]), b[1]), _TimeGrid())
     assert found, str(r)
     assert found[0].name is not None and "ts" in found[0].name.split(" ")[0], str(r)
     assert "aten.expand" not in found[0].message, str(r)

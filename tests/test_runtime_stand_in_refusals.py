@@ -4,7 +4,7 @@ lengths on the device; a generator made for the device (``torch.Generator(device
 and lengths given with ``.cpu()`` pass. CPU only."""
 
 import pytest
-from conftest import check_zoo_model
+from conftest import check_zoo_model, placement_findings, tiny_batch, tiny_sgd
 
 torch = pytest.importorskip("torch")
 
@@ -14,21 +14,6 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 F = torch.nn.functional
 nn = torch.nn
-
-
-def _sgd(params):
-    return torch.optim.SGD(params, lr=0.1)
-
-
-def _batch():
-    g = torch.Generator().manual_seed(0)
-    return torch.randn(8, 6, generator=g), torch.randint(0, 3, (8,), generator=g)
-
-
-def _placement(loss_fn, model=None):
-    model = model if model is not None else nn.Linear(6, 3)
-    r = check_zoo_model(lambda: TrainingStep(model, _batch(), loss_fn, _sgd), modes=["float32"])
-    return r, [f for f in r.findings if f.kind == "device-placement"]
 
 
 # --- Tensor.numpy() on the device --------------------------------------------------------------
@@ -45,13 +30,13 @@ def _numpy_weighted(host):
 
 
 def test_numpy_of_a_device_tensor_is_a_placement_finding_named_at_numpy():
-    r, found = _placement(_numpy_weighted(host=False))
+    r, found = placement_findings(_numpy_weighted(host=False))
     assert [(f.op, f.module, f.severity) for f in found] == [("Tensor.numpy", "loss_fn (outside the model)", "error")]
     assert "can't convert cuda:0" in found[0].message and not [f for f in r.findings if f.kind == "probe-incomplete"]
 
 
 def test_numpy_after_cpu_passes():
-    r, found = _placement(_numpy_weighted(host=True))
+    r, found = placement_findings(_numpy_weighted(host=True))
     assert r.ok and not found, str(r)
 
 
@@ -76,12 +61,12 @@ class _Noisy(nn.Module):
 
 def test_a_generator_made_on_the_device_passes():
     # torch.Generator(device="meta") raises: the stand-in's is a CPU generator it accepts
-    r, _ = _placement(lambda m, b: F.cross_entropy(m(b[0]), b[1]), _Noisy())
+    r, _ = placement_findings(lambda m, b: F.cross_entropy(m(b[0]), b[1]), _Noisy())
     assert r.ok and not r.findings, str(r)
 
 
 def test_a_cpu_generator_on_the_device_is_named():
-    _, found = _placement(lambda m, b: F.cross_entropy(m(b[0]), b[1]), _Noisy(torch.Generator().manual_seed(5)))
+    _, found = placement_findings(lambda m, b: F.cross_entropy(m(b[0]), b[1]), _Noisy(torch.Generator().manual_seed(5)))
     assert [(f.name, f.op, f.module) for f in found] == [("gen", "aten.randn.generator", "_Noisy (the model itself)")]
     assert "Expected a 'cuda' device type for generator" in found[0].message
 
@@ -93,7 +78,7 @@ def test_an_in_place_random_op_with_a_cpu_generator_is_named():
         x, y = batch
         return F.cross_entropy(model(x + torch.empty_like(x).normal_(generator=gen)), y)
 
-    r, found = _placement(loss_fn)
+    r, found = placement_findings(loss_fn)
     assert [(f.name, f.op) for f in found] == [("torch.Generator", "aten.normal_.default")], str(r)
 
 
@@ -133,14 +118,14 @@ class _Packed(nn.Module):
 
 @pytest.mark.parametrize("host", [True, False], ids=["lengths.cpu()", "lengths on the device"])
 def test_pack_padded_sequence_takes_its_lengths_on_the_cpu(host):
-    x, y = _batch()
+    x, y = tiny_batch()
     batch = x.view(8, 3, 2).repeat(1, 1, 3), torch.tensor([3, 1, 2, 3, 2, 1, 3, 2]), y
 
     def loss_fn(model, batch):
         x, lengths, y = batch
         return F.cross_entropy(model(x, lengths), y)
 
-    r = check_zoo_model(lambda: TrainingStep(_Packed(host), batch, loss_fn, _sgd), modes=["float32"])
+    r = check_zoo_model(lambda: TrainingStep(_Packed(host), batch, loss_fn, tiny_sgd), modes=["float32"])
     found = [(f.op, f.name, f.module) for f in r.findings if f.kind == "device-placement"]
     if host:
         assert r.ok and not found, str(r)
