@@ -7,7 +7,7 @@ from conftest import placement_findings
 
 torch = pytest.importorskip("torch")
 
-from devlint.runtime import replay, standin  # noqa: E402
+from devlint.runtime import replay, standin, standin_rnn  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -66,7 +66,7 @@ def test_a_recurrent_layer_is_a_few_ops_on_the_stand_in():
     torch.manual_seed(0)
     model = _Seq("lstm")
     x = torch.randn(8, 6)
-    with standin.stand_in(model, backward_labels=False) as (mode, _):
+    with standin.stand_in(model, backward_labels=False) as (mode, _), standin_rnn.recurrent_layers():
         standin.to_stand_in(model)
         model(x.to(standin.STAND_IN)).sum().backward()
     # per time step it was ~30 ops a layer and direction, forward and backward (~700 here)

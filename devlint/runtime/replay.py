@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from . import autocast_policy, emulate, probes, scaler_lifetime, settle, standin, torch_modules
+from . import autocast_policy, emulate, probes, scaler_lifetime, settle, standin, standin_rnn, torch_modules
 from .scaled_grads import ScaledGrads
 from .buffers import measure_state, went_nonfinite
 from .compare import DTYPES, Delta, Errors, Rounding, measure, round_range, round_trip
@@ -177,8 +177,9 @@ def _run_once(step: TrainingStep, device: str, mode: str, seed: int, *, keep: bo
         start = bench.original_parameters() if bench is not None else dict(step.model.named_parameters())
         if stand_in:
             raw.unmoved = standin.unregistered_tensors(model)
-            ctx = standin.stand_in(model, backward_labels)
-            mode_obj, tracker = ctx.__enter__()
+            ctx = contextlib.ExitStack()
+            mode_obj, tracker = ctx.enter_context(standin.stand_in(model, backward_labels))
+            ctx.enter_context(standin_rnn.recurrent_layers())
             raw.mixes = mode_obj.mixes
             range_hooks = torch_modules.input_hooks(model, mode_obj)
             target = standin.STAND_IN

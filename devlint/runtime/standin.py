@@ -679,8 +679,6 @@ def stand_in(model: torch.nn.Module, backward_labels: bool = True):
     (else ``mode.unlabelled`` says when that was needed, see :class:`Tracker`)."""
     import torch.nn.functional as F
 
-    from .standin_rnn import recurrent_layers
-
     tracker = Tracker(backward_labels)
     mode = StandIn(tracker, model)
     saved = {n: getattr(torch, n) for n in ("tensor", "as_tensor", "asarray", "from_numpy")}
@@ -707,7 +705,7 @@ def stand_in(model: torch.nn.Module, backward_labels: bool = True):
         torch.ctc_loss, F.ctc_loss = lenient(ctc[0]), lenient(ctc[1])
         torch.Generator = StandInGenerator
         _ACTIVE.append(mode)
-        with tracker, mode, cuda_branch(Tagged, STAND_IN), recurrent_layers():
+        with tracker, mode, cuda_branch(Tagged, STAND_IN):
             yield mode, tracker
     finally:
         if mode in _ACTIVE:
