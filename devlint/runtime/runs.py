@@ -102,12 +102,47 @@ def _grad_max(ref: Raw) -> float:
     return ref.grad_max
 
 
+class Floors:
+    """The noise-floor runs of one device's low-precision runs, measured once each.
+
+    ``lowp`` holds those runs (all finished before any is judged), so the bfloat16 judgement
+    can see whether the float16 run needs its floor too. When both do, bfloat16 is judged
+    first against the float16 floor: rounding to float16 moves every value in its normal range
+    by at most 2**-11 of it, to bfloat16 by 2**-8, so the float16 floor is the smaller one
+    (bfloat16 / float16 floors measured on the zoo: 1.0 for nn.Transformer to 53 for T5) and a
+    run within ``k`` times it is within ``k`` times its own. Only when bfloat16 fails that is
+    its own floor run: a BatchNorm model needing both floors pays one floor run instead of two.
+    """
+
+    def __init__(self, step, ref: Raw, seed: int, bench, lowp: dict, tols: dict):
+        self.step, self.ref, self.seed, self.bench = step, ref, seed, bench
+        self.lowp, self.tols = lowp, tols
+        self.runs: dict[str, Raw] = {}
+
+    def get(self, mode: str) -> Raw:
+        """The float32 run with ``mode``'s rounding (:func:`replay.run_once` ``round_to``)."""
+        if mode not in self.runs:
+            self.runs[mode] = run_once(self.step, self.ref.device, "float32", self.seed, ref=self.ref,
+                                       round_to=mode, bench=self.bench)
+        return self.runs[mode]
+
+    def smaller(self, raw: Raw) -> Raw | None:
+        """For a bfloat16 run whose gradients need a floor: the float16 floor when the float16
+        run of the same device needs one too (else None: no run is added for it)."""
+        f16 = self.lowp.get("float16")
+        if raw.mode != "bfloat16" or f16 is None or f16.error or f16.nonfinite or f16.errors is None \
+                or not needs_floor(f16.errors, "float16", self.tols["float16"]):
+            return None
+        floor = self.get("float16")
+        return floor if floor.errors is not None else None
+
+
 def _judge_run(step, raw: Raw, ref: Raw, tol: Tolerances, seed: int, cross_device: bool,
-               bench=None) -> tuple[Verdict, list]:
+               bench=None, floors: Floors | None = None) -> tuple[Verdict, list]:
     """Judge a finished run: its gradients (:func:`compare.judge`) and buffers
     (:func:`buffers.judge_state`, ``(name, error, limit)`` of those beyond tolerance); the
     noise floor is measured first when either exceeds the quick bound, then the wide floors
-    while either is beyond it."""
+    while either is beyond it. ``floors``: the device's shared floor runs (:class:`Floors`)."""
     if raw.mode == "float32":
         return judge(raw.errors, "float32", tol, adaptive=raw.adaptive,
                      fixed_rtol=tol.float32_rtol if (cross_device or step.step_fn) else 1e-5), []
@@ -116,7 +151,15 @@ def _judge_run(step, raw: Raw, ref: Raw, tol: Tolerances, seed: int, cross_devic
     state = judge_state(raw.errors.state, raw.mode, tol)
     if grads_quick and not state:
         return quick, []
-    floor = run_once(step, ref.device, "float32", seed, ref=ref, round_to=raw.mode, bench=bench)
+    smaller = floors.smaller(raw) if floors is not None and not state else None
+    if smaller is not None:
+        verdict = judge(raw.errors, raw.mode, tol, floor=smaller.errors, adaptive=raw.adaptive)
+        if verdict.ok:
+            raw.floor_errors = smaller.errors
+            verdict.how += " (the float16 floor, smaller than bfloat16's: no bfloat16 floor run needed)"
+            return verdict, []
+    floor = floors.get(raw.mode) if floors is not None else \
+        run_once(step, ref.device, "float32", seed, ref=ref, round_to=raw.mode, bench=bench)
     raw.floor_errors = None if grads_quick else floor.errors  # only the gradients use it there
     if floor.errors is None:
         return quick or judge(raw.errors, raw.mode, tol, adaptive=raw.adaptive), []
@@ -237,6 +280,7 @@ def _check_into(report: Report, step, devices, modes, tols, seed, kernels: str =
             report.runs.append(Run(device, "-", "skipped", error=reason))
             continue
         dev_ref = ref
+        pending: list = []  # (low-precision run, its reference, compared across devices)
         for mode in ["float32", *(m for m in modes if m != "float32")]:
             if device == "cpu" and mode == "float32":
                 continue
@@ -264,12 +308,17 @@ def _check_into(report: Report, step, devices, modes, tols, seed, kernels: str =
             else:
                 raw = run_once(step, device, mode, seed, ref=dev_ref, kernels=kernels, bench=bench)
             runs[(device, mode)] = raw
-            report.runs.append(_row(step, raw, dev_ref, tols[mode], seed, cross and dev_ref is ref,
-                                    report, runs, bench))
+            pending.append((raw, dev_ref, cross and dev_ref is ref))
+        # every low-precision run first, then the judgements in mode order: see Floors
+        floors = {}
+        for raw, r, c in pending:
+            if id(r) not in floors:
+                floors[id(r)] = Floors(step, r, seed, bench, {x.mode: x for x, y, _ in pending if y is r}, tols)
+            report.runs.append(_row(step, raw, r, tols[raw.mode], seed, c, report, runs, bench, floors[id(r)]))
 
 
 def _row(step, raw: Raw, ref: Raw, tol: Tolerances, seed: int, cross: bool, report: Report,
-         runs: dict, bench=None) -> Run:
+         runs: dict, bench=None, floors: Floors | None = None) -> Run:
     run = Run(raw.device, raw.mode, "ok", loss=raw.loss, skipped_steps=raw.skipped_steps,
               scale=raw.scale, error=raw.error, kernels=raw.kernels, policy=raw.policy)
     if region_note(raw):
@@ -369,7 +418,7 @@ def _row(step, raw: Raw, ref: Raw, tol: Tolerances, seed: int, cross: bool, repo
                 "step-error", f"the step raised {raw.error} on {raw.device} {raw.mode}{said}", fix,
                 module=raw.module, op=raw.op, device=raw.device, mode=raw.mode))
         return run
-    verdict, beyond = _judge_run(step, raw, ref, tol, seed, cross, bench)
+    verdict, beyond = _judge_run(step, raw, ref, tol, seed, cross, bench, floors)
     run.loss_err, run.grad_err, run.floor = verdict.loss_err, verdict.grad_err, verdict.floor
     run.update_err, run.how, run.excluded = verdict.update_err, verdict.how, verdict.excluded
     raw.ok = verdict.ok
