@@ -267,7 +267,8 @@ def mismatch_finding(step, raw, verdict: Verdict, seed: int, tol: Tolerances) ->
             f"{raw.mode} gradients on {raw.device} differ from float32 (whole-model error "
             f"{verdict.grad_err:.1e}) because the step calls backward() on a loss that scaler.scale "
             f"never multiplied, and scaler.unscale_ then divides those gradients by the loss scale "
-            f"too ({shown}): a gradient accumulation that scales only some of its losses",
+            f"too ({shown}): every backward() before scaler.step must be of a scaled loss (a second "
+            f"pass, as sharpness-aware minimisation's, or each accumulated micro-batch)",
             "scale every loss that is backpropagated before scaler.step: scaler.scale(loss).backward()",
             module="step_fn (the training step)", name=unscaled[0], op="GradScaler.scale",
             device=raw.device, mode=raw.mode, related="DEV203", details={**details, "unscaled": unscaled})
