@@ -383,3 +383,40 @@ def test_a_backward_mix_is_named_by_a_rerun_that_follows_the_backward(monkeypatc
     calls.clear()
     assert check_step(_steps_with(nn.ReLU()), devices=["cpu"], modes=["float32"]).ok
     assert calls == [False]  # nothing named in backward: no rerun
+
+
+def _floor_runs(monkeypatch):
+    """The ``round_to`` of every noise-floor run a check makes, in order."""
+    made = []
+    real = runs.run_once
+
+    def counted(step, device, mode, seed, **kwargs):
+        if kwargs.get("round_to") is not None:
+            made.append(kwargs["round_to"])
+        return real(step, device, mode, seed, **kwargs)
+
+    monkeypatch.setattr(runs, "run_once", counted)
+    return made
+
+
+@pytest.mark.parametrize("name, floors, shared", [
+    # both modes beyond the quick bound, bfloat16 within 24x the float16 floor: one floor run
+    ("resnet_bn", ["float16"], True),
+    # bfloat16 beyond 24x the float16 floor (DINOv2's floors differ 5x): its own floor is run
+    ("hf_dinov2", ["float16", "bfloat16"], False),
+])
+def test_bfloat16_is_judged_against_the_float16_floor_first(monkeypatch, name, floors, shared):
+    made = _floor_runs(monkeypatch)
+    torch.manual_seed(0)
+    r = check_step(getattr(_zoo(), name)(), devices=["cpu"])
+    bf16 = next(run for run in r.runs if run.mode == "bfloat16")
+    assert r.ok, str(r)
+    assert made == floors
+    assert ("the float16 floor" in bf16.how) == shared, bf16.how
+
+
+def test_the_float16_floor_is_not_run_for_bfloat16_alone(monkeypatch):
+    made = _floor_runs(monkeypatch)
+    torch.manual_seed(0)
+    r = check_step(_zoo().resnet_bn(), devices=["cpu"], modes=["float32", "bfloat16"])
+    assert r.ok and made == ["bfloat16"], (made, str(r))
