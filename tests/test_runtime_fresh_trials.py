@@ -39,7 +39,6 @@ FAILING = {
     ("zoo_trial9", "r2d2_solve_half"): "a float16 torch.linalg.solve is a missing CPU kernel (a note), "
                                        "though CUDA has none either",
     ("zoo_trial9", "tft_clip_error_if_nonfinite"): "a step-error without the op clip_grad_norm_",
-    ("zoo_trial9", "edm_sigmas_attribute"): "a CPU tensor indexed by device indices passes the stand-in",
     ("zoo_trial9", "token_pruning_quantile_half"): "a step-error without the op aten.quantile",
 }
 

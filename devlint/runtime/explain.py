@@ -29,6 +29,9 @@ _LOW = (torch.float16, torch.bfloat16)
 
 
 _MISMATCH = 'on a GPU this step fails with "Expected all tensors to be on the same device"'
+#: What CUDA says for a CPU tensor indexed by device indices (``standin._INDEXED``).
+_INDEXED = ('on a GPU this step fails with "indices should be either on cpu or on the same device as '
+            'the indexed tensor (cpu)"')
 
 
 def placement_findings(raw, step=None) -> list[Finding]:
@@ -46,7 +49,8 @@ def placement_findings(raw, step=None) -> list[Finding]:
             continue
         seen.add(key)
         where = f"{mix.op} in {mix.module}" + (" (backward)" if mix.backward else "")
-        said = _MISMATCH if not mix.op.endswith(")") else (  # an input of torch's own module
+        said = _INDEXED if mix.op.startswith(("aten.index.", "aten.index_put", "aten._index_put")) else \
+            _MISMATCH if not mix.op.endswith(")") else (  # an input of torch's own module
             "on a GPU that module meets a CPU tensor (\"Expected all tensors to be on the same device\" "
             "where it uses it, in training or in evaluation)")
         if kind == "attribute":

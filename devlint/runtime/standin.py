@@ -12,7 +12,7 @@ lives on). :class:`StandIn` is a dispatch mode that, while the step runs:
   autocast regions and ``lengths.cpu()`` behave as on a real device, and the numbers equal
   a plain CPU run (the stand-in run doubles as the float32 reference);
 - records every op whose tensor arguments mix tagged and untagged tensors, except where CUDA
-  accepts a CPU tensor (0-dim tensors, copies, CPU index tensors, ``pack_padded_sequence``
+  accepts a CPU tensor (0-dim tensors, copies, CPU index tensors into a device tensor, ``pack_padded_sequence``
   and ``ctc_loss`` lengths, packed-sequence batch sizes): these are the device-placement
   bugs, named with the module running (``ModuleTracker``) and, where it can be found, the
   parameter, buffer, attribute or factory the CPU tensor comes from;
@@ -60,6 +60,11 @@ _FIRST_OUTPUT_ONLY = {_aten._pack_padded_sequence.default}
 #: Takes its ``lengths`` on the CPU only, also on CUDA ("'lengths' argument should be a 1D CPU
 #: int64 tensor"): lengths on the device are recorded (:meth:`StandIn.host_read`).
 _PACK = _aten._pack_padded_sequence.default
+#: Indexing takes CPU indices into a device tensor, not device indices into a CPU tensor: CUDA
+#: raises "indices should be either on cpu or on the same device as the indexed tensor (cpu)"
+#: (``check_indices_on_cpu_or_selfdevice``, aten/src/ATen/native/TensorAdvancedIndexing.cpp,
+#: torch 2.13): a noise schedule kept as a plain attribute, indexed by the batch's timesteps.
+_INDEXED = {_aten.index.Tensor, _aten.index_put_.default, _aten._index_put_impl_.default, _aten.index_put.default}
 
 
 class Tagged(torch.Tensor):
@@ -478,6 +483,8 @@ class StandIn(TorchDispatchMode):
                                    "the step)")
             if tagged and func not in CPU_OK:
                 self._mixed(func, untagged)
+            elif tagged and func in _INDEXED and args and not isinstance(args[0], Tagged):
+                self._mixed(func, [args[0]])
         try:
             out = func(*uargs, **ukwargs)
         except (NotImplementedError, RuntimeError) as exc:
