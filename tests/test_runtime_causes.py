@@ -290,3 +290,38 @@ def test_findings_are_listed_cause_first():
     assert [f.kind for f in cause_first(found)] == [
         "master-weights", "step-error", "underflow", "non-finite", "mismatch", "mismatch", "deprecation"]
     assert [f.message for f in cause_first(found) if f.kind == "mismatch"] == ["0", "5"]
+
+
+# --- clip_grad_norm_(error_if_nonfinite=True) under a GradScaler ----------------------------------
+
+
+def _clipped_step(strict):
+    def step_fn(model, batch, optimizer, scaler):
+        optimizer.zero_grad()
+        loss = F.mse_loss(model(batch[0]).float(), batch[1])
+        scaler.scale(loss).backward()
+        scaler.unscale_(optimizer)
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0, error_if_nonfinite=strict)
+        scaler.step(optimizer)
+        scaler.update()
+        return loss
+
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(8, 6, generator=g)
+    target = 50 + torch.randn(8, 2, generator=g)  # gradients of tens: times 65536 beyond float16
+    return TrainingStep(nn.Sequential(nn.Linear(6, 16), nn.ReLU(), nn.Linear(16, 2)), (x, target),
+                        lambda m, b: F.mse_loss(m(b[0]).float(), b[1]), _sgd, step_fn=step_fn)
+
+
+def test_clip_error_if_nonfinite_under_a_scaler_is_named_with_its_fix():
+    torch.manual_seed(0)
+    r = check_step(_clipped_step(strict=True), devices=["cpu"])
+    assert not r.ok and r.errors[0].kind == "step-error", str(r)
+    assert r.errors[0].op == "torch.nn.utils.clip_grad_norm_" and r.errors[0].mode == "float16"
+    assert "loss scale 65536" in r.errors[0].message and "drop error_if_nonfinite=True" in r.errors[0].fix
+
+
+def test_clip_without_error_if_nonfinite_passes():
+    torch.manual_seed(0)
+    r = check_step(_clipped_step(strict=False), devices=["cpu"])
+    assert r.ok, str(r)

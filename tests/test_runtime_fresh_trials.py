@@ -36,7 +36,6 @@ ZOOS = {name: load_runtime_zoo(name) for name in SIZES}
 #: (trial, case) -> why it still fails (a strict xfail: it must fail, so a fix shows)
 FAILING = {
     ("zoo_trial9", "mlstm_unstabilised"): "named at autocast's cast (aten._to_copy), not the bmm it feeds",
-    ("zoo_trial9", "tft_clip_error_if_nonfinite"): "a step-error without the op clip_grad_norm_",
 }
 
 

@@ -360,7 +360,7 @@ def _row(step, raw: Raw, ref: Raw, tol: Tolerances, seed: int, cross: bool, repo
                 fix,
                 module=raw.module, op=raw.op, device=raw.device, mode=raw.mode))
         else:
-            said, fix = "", f"run the step on {raw.device} in {raw.mode} directly to see the traceback"
+            said, fix = "", raw.fix or f"run the step on {raw.device} in {raw.mode} directly to see the traceback"
             if raw.mode != "float32" and raw.op is None:  # the float32 run passed: which op refused
                 origin = dtype_error_origin(step, raw.device, DTYPES[raw.mode], seed, kernels=raw.kernels or "emulated")
                 if origin is not None:
