@@ -325,3 +325,30 @@ def test_clip_without_error_if_nonfinite_passes():
     torch.manual_seed(0)
     r = check_step(_clipped_step(strict=False), devices=["cpu"])
     assert r.ok, str(r)
+
+
+# --- an overflowing cast is named with the op it was cast for -----------------------------------
+
+
+class _WideState(nn.Module):
+    """A float32 state beyond float16's range read out by a matrix product: autocast casts it
+    to float16 for the product (inf), as on a GPU."""
+
+    def __init__(self, batched):
+        super().__init__()
+        self.lin, self.batched = nn.Linear(6, 3), batched
+
+    def forward(self, x):
+        state = torch.exp(self.lin(x).float() + 12)  # float32, up to ~1e6
+        if self.batched:
+            return (state.unsqueeze(-1) @ state.unsqueeze(1)).sum(-1)
+        return state @ torch.eye(3, device=x.device)
+
+
+@pytest.mark.parametrize("batched,op", [(True, "aten.bmm"), (False, "aten.mm")])
+def test_an_overflowing_cast_names_the_op_it_feeds(batched, op):
+    torch.manual_seed(0)
+    r = check_step(_step(_WideState(batched), torch.randn(8, 6)), devices=["cpu"], modes=["float16"])
+    nf = [f for f in r.errors if f.kind == "non-finite"]
+    assert nf and nf[0].op == "aten._to_copy.default", str(r)
+    assert f"the cast of an operand of {op}" in nf[0].message and nf[0].details["feeds"].startswith(op)

@@ -35,7 +35,6 @@ ZOOS = {name: load_runtime_zoo(name) for name in SIZES}
 
 #: (trial, case) -> why it still fails (a strict xfail: it must fail, so a fix shows)
 FAILING = {
-    ("zoo_trial9", "mlstm_unstabilised"): "named at autocast's cast (aten._to_copy), not the bmm it feeds",
 }
 
 

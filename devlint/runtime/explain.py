@@ -149,6 +149,8 @@ def master_weights(step) -> Finding | None:
 def _op(nf) -> str:
     """The op of a :class:`probes.NonFinite`, said to be in place when it overwrote its input."""
     op = f"{nf.op} (in place: it overwrites its input)" if nf.in_place else nf.op
+    if getattr(nf, "feeds", None):  # autocast casts an op's operands: name the op it cast for
+        op = f"{op} (the cast of an operand of {nf.feeds} to {nf.out_dtype})"
     function = getattr(nf, "function", None)
     return f"{op} inside {function} (a custom torch.autograd.Function)" if function else op
 
@@ -215,6 +217,8 @@ def nonfinite_finding(step, raw, runs: dict, seed: int) -> Finding:
     if raw.mode == "float32":
         fix = "keep this op's inputs in its domain (no log of negatives, no 0/0)"
     details = {"inputs": [list(i) for i in nf.inputs], "backward": nf.backward, "out_dtype": nf.out_dtype}
+    if getattr(nf, "feeds", None):
+        details["feeds"] = nf.feeds
     if flushed is not None:
         details["flushed"] = {"op": flushed.op, "module": flushed.module, "count": flushed.flushed,
                               "nonzero": flushed.nonzero}
