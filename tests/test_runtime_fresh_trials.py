@@ -35,7 +35,6 @@ ZOOS = {name: load_runtime_zoo(name) for name in SIZES}
 
 #: (trial, case) -> why it still fails (a strict xfail: it must fail, so a fix shows)
 FAILING = {
-    ("zoo_trial9", "binary_ste_cpu_mask"): "the mix in a Function's backward names the module, not the Function",
 }
 
 

@@ -48,7 +48,8 @@ def placement_findings(raw, step=None) -> list[Finding]:
         if key in seen:
             continue
         seen.add(key)
-        where = f"{mix.op} in {mix.module}" + (" (backward)" if mix.backward else "")
+        where = f"{mix.op} in {mix.module}" + (" (backward)" if mix.backward else "") + (
+            f" inside {mix.function} (a custom torch.autograd.Function)" if getattr(mix, "function", None) else "")
         said = _INDEXED if mix.op.startswith(("aten.index.", "aten.index_put", "aten._index_put")) else \
             _MISMATCH if not mix.op.endswith(")") else (  # an input of torch's own module
             "on a GPU that module meets a CPU tensor (\"Expected all tensors to be on the same device\" "

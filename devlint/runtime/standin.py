@@ -36,6 +36,7 @@ from torch.utils.module_tracker import ModuleTracker
 from torch.utils.weak import WeakIdKeyDictionary
 
 from .cuda_branch import cuda_branch
+from .names import running_function
 
 __all__ = ["STAND_IN", "Tagged", "StandIn", "StandInGenerator", "host_generator_key", "Mix", "StandInUnsupported",
            "stand_in", "unregistered_tensors", "module_label", "prefer_foreach"]
@@ -419,7 +420,8 @@ class Mix:
 
     ``key`` says where the CPU tensor comes from: ``("id", id)`` a tensor that existed before
     the step (a parameter, attribute, captured tensor), ``("made", op, module)`` a factory
-    called inside the step without ``device=``.
+    called inside the step without ``device=``. ``function``: the custom
+    ``torch.autograd.Function`` method the op ran in (``"SignSTE.backward"``), if any.
     """
 
     op: str
@@ -427,6 +429,7 @@ class Mix:
     key: tuple
     shape: list
     backward: bool
+    function: str | None = None
 
 
 class StandIn(TorchDispatchMode):
@@ -518,10 +521,11 @@ class StandIn(TorchDispatchMode):
                 self.allowed[t] = True
         elif plain:
             module = self._label()
+            function = running_function(sys._getframe())
             for t in plain:
                 key = self.made.get(t)
                 key = ("id", id(t)) if key is None else key
-                self.mixes.append(Mix(str(func), module, key, list(t.shape), self.tracker.is_bw))
+                self.mixes.append(Mix(str(func), module, key, list(t.shape), self.tracker.is_bw, function))
 
     def host_read(self, op: str, t: torch.Tensor) -> None:
         """Record a device tensor where a GPU takes only a host one (``op``: ``Tensor.numpy``,
