@@ -290,3 +290,65 @@ def test_findings_are_listed_cause_first():
     assert [f.kind for f in cause_first(found)] == [
         "master-weights", "step-error", "underflow", "non-finite", "mismatch", "mismatch", "deprecation"]
     assert [f.message for f in cause_first(found) if f.kind == "mismatch"] == ["0", "5"]
+
+
+# --- clip_grad_norm_(error_if_nonfinite=True) under a GradScaler ----------------------------------
+
+
+def _clipped_step(strict):
+    def step_fn(model, batch, optimizer, scaler):
+        optimizer.zero_grad()
+        loss = F.mse_loss(model(batch[0]).float(), batch[1])
+        scaler.scale(loss).backward()
+        scaler.unscale_(optimizer)
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0, error_if_nonfinite=strict)
+        scaler.step(optimizer)
+        scaler.update()
+        return loss
+
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(8, 6, generator=g)
+    target = 50 + torch.randn(8, 2, generator=g)  # gradients of tens: times 65536 beyond float16
+    return TrainingStep(nn.Sequential(nn.Linear(6, 16), nn.ReLU(), nn.Linear(16, 2)), (x, target),
+                        lambda m, b: F.mse_loss(m(b[0]).float(), b[1]), _sgd, step_fn=step_fn)
+
+
+def test_clip_error_if_nonfinite_under_a_scaler_is_named_with_its_fix():
+    torch.manual_seed(0)
+    r = check_step(_clipped_step(strict=True), devices=["cpu"])
+    assert not r.ok and r.errors[0].kind == "step-error", str(r)
+    assert r.errors[0].op == "torch.nn.utils.clip_grad_norm_" and r.errors[0].mode == "float16"
+    assert "loss scale 65536" in r.errors[0].message and "drop error_if_nonfinite=True" in r.errors[0].fix
+
+
+def test_clip_without_error_if_nonfinite_passes():
+    torch.manual_seed(0)
+    r = check_step(_clipped_step(strict=False), devices=["cpu"])
+    assert r.ok, str(r)
+
+
+# --- an overflowing cast is named with the op it was cast for -----------------------------------
+
+
+class _WideState(nn.Module):
+    """A float32 state beyond float16's range read out by a matrix product: autocast casts it
+    to float16 for the product (inf), as on a GPU."""
+
+    def __init__(self, batched):
+        super().__init__()
+        self.lin, self.batched = nn.Linear(6, 3), batched
+
+    def forward(self, x):
+        state = torch.exp(self.lin(x).float() + 12)  # float32, up to ~1e6
+        if self.batched:
+            return (state.unsqueeze(-1) @ state.unsqueeze(1)).sum(-1)
+        return state @ torch.eye(3, device=x.device)
+
+
+@pytest.mark.parametrize("batched,op", [(True, "aten.bmm"), (False, "aten.mm")])
+def test_an_overflowing_cast_names_the_op_it_feeds(batched, op):
+    torch.manual_seed(0)
+    r = check_step(_step(_WideState(batched), torch.randn(8, 6)), devices=["cpu"], modes=["float16"])
+    nf = [f for f in r.errors if f.kind == "non-finite"]
+    assert nf and nf[0].op == "aten._to_copy.default", str(r)
+    assert f"the cast of an operand of {op}" in nf[0].message and nf[0].details["feeds"].startswith(op)

@@ -1,6 +1,7 @@
 """Names of the CPU tensors a step never moves: a global by its name and file, a variable a
 ``loss_fn`` closes over by its name, a tensor torch's own code makes for the step by the torch
-function the step called. CPU only."""
+function the step called, a factory inside a custom autograd Function by that Function's
+method. CPU only."""
 
 import pytest
 from conftest import placement_findings
@@ -93,3 +94,26 @@ def test_a_cpu_attribute_reached_through_a_0_dim_view_is_named_not_the_view():
     assert found, str(r)
     assert found[0].name is not None and "ts" in found[0].name.split(" ")[0], str(r)
     assert "aten.expand" not in found[0].message, str(r)
+
+
+# --- a factory inside a custom autograd Function ---------------------------------------------------
+
+
+class _ClipGrad(torch.autograd.Function):
+    """Identity forward; the backward masks the gradient with a mask made without device=."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return grad * (torch.ones(x.shape) * (x.abs() <= 1))
+
+
+def test_a_factory_inside_a_function_backward_names_the_function():
+    r, found = placement_findings(lambda m, b: F.cross_entropy(_ClipGrad.apply(m(b[0])), b[1]))
+    assert not r.ok and found and found[0].op == "aten.mul.Tensor", str(r)
+    assert "inside _ClipGrad.backward (a custom torch.autograd.Function)" in found[0].message

@@ -1,7 +1,8 @@
 """What a GPU refuses besides mixed devices, found on the stand-in: ``Tensor.numpy()`` of a
 device tensor, a device's random op driven by a CPU ``torch.Generator``, ``pack_padded_sequence``
-lengths on the device; a generator made for the device (``torch.Generator(device=x.device)``)
-and lengths given with ``.cpu()`` pass. CPU only."""
+lengths on the device, a CPU tensor indexed by device indices; a generator made for the device
+(``torch.Generator(device=x.device)``), lengths given with ``.cpu()`` and CPU indices into a
+device tensor pass. CPU only."""
 
 import pytest
 from conftest import check_zoo_model, placement_findings, tiny_batch, tiny_sgd
@@ -131,3 +132,48 @@ def test_pack_padded_sequence_takes_its_lengths_on_the_cpu(host):
         assert r.ok and not found, str(r)
     else:
         assert found == [("nn.utils.rnn.pack_padded_sequence", "lengths of shape [8]", "_Packed (the model itself)")]
+
+
+# --- indexing: CPU indices into a device tensor pass, device indices into a CPU tensor do not ----
+
+
+class _Schedule(nn.Module):
+    """A per-class scale looked up by the batch's labels, the table a buffer or a plain attribute."""
+
+    def __init__(self, buffer):
+        super().__init__()
+        self.lin = nn.Linear(6, 3)
+        table = torch.linspace(0.5, 2.0, 3)
+        if buffer:
+            self.register_buffer("table", table)
+        else:
+            self.table = table
+
+    def forward(self, x, y):
+        return self.lin(x) * self.table[y].unsqueeze(1)
+
+
+def _scheduled(model, batch):
+    x, y = batch
+    return F.cross_entropy(model(x, y), y)
+
+
+def test_a_cpu_table_indexed_by_device_indices_is_named():
+    r, found = placement_findings(_scheduled, _Schedule(buffer=False))
+    assert not r.ok and found and found[0].name == "table", str(r)
+    assert found[0].op == "aten.index.Tensor" and "indices should be either on cpu" in found[0].message
+
+
+def test_a_buffer_table_indexed_by_device_indices_passes():
+    r, found = placement_findings(_scheduled, _Schedule(buffer=True))
+    assert r.ok and not found, str(r)
+
+
+def test_cpu_indices_into_a_device_tensor_pass():
+    def loss(model, batch):
+        x, y = batch
+        rows = torch.randint(0, len(x), (len(x),), generator=torch.Generator().manual_seed(0))
+        return F.cross_entropy(model(x)[rows], y[rows])
+
+    r, found = placement_findings(loss)
+    assert r.ok and not found, str(r)

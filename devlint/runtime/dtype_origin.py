@@ -11,7 +11,10 @@ computes in ``x.float()`` and never casts back).
 :func:`dtype_error_origin` replays ``loss_fn`` under autocast in the failing run's dtype,
 notes the output of every custom Function applied (its class, and the dtypes in and out), and
 when an op raises, returns the op and, for each floating operand a Function returned in
-another dtype than its floating inputs, that Function.
+another dtype than its floating inputs, that Function. It also returns the outermost torch
+function the step called that raised (``api``, e.g. ``torch.linalg.solve``): some refuse a dtype
+before any ATen op runs (``torch.quantile`` takes float32/float64 only), and that one is then
+the ``op``.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import copy
 from dataclasses import dataclass
 
 import torch
+from torch.overrides import TorchFunctionMode, resolve_name
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from . import autocast_policy, emulate
@@ -43,6 +47,7 @@ class DtypeOrigin:
     function: str | None = None
     dtype_in: str | None = None
     dtype_out: str | None = None
+    api: str | None = None
 
 
 def _name(dtype) -> str:
@@ -67,6 +72,26 @@ class _Watch(TorchDispatchMode):
                         _, cls, dtype_in, dtype_out = got
                         self.found.function, self.found.dtype_in, self.found.dtype_out = cls, dtype_in, dtype_out
                         break
+            raise
+
+
+class _WatchCalls(TorchFunctionMode):
+    """Notes the outermost torch function that raised (the mode is off inside its own handler,
+    so nested calls are not seen); when no ATen op raised under it, that function is the op."""
+
+    def __init__(self, watch: _Watch):
+        super().__init__()
+        self.watch = watch
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        try:
+            return func(*args, **(kwargs or {}))
+        except Exception:
+            name = resolve_name(func) or getattr(func, "__qualname__", None) or str(func)
+            if self.watch.found is None:
+                self.watch.found = DtypeOrigin(name, module_label(self.watch.model, self.watch.tracker.parents))
+            if self.watch.found.api is None:
+                self.watch.found.api = name
             raise
 
 
@@ -108,7 +133,8 @@ def dtype_error_origin(step: TrainingStep, device: str, dtype: torch.dtype, seed
         torch.manual_seed(seed)
         seed_host(seed)
         own = cuda_on_cpu() if device == "cpu" and autocast_policy.current() == "cuda" else contextlib.nullcontext()
-        with emulate.cpu_kernels(device, dtype, kernels, model), tracker, _functions_noted(made), watch, own:
+        with emulate.cpu_kernels(device, dtype, kernels, model), tracker, _functions_noted(made), watch, \
+                _WatchCalls(watch), own:
             with torch.autocast(device_type=device, dtype=dtype):
                 step.loss_fn(model, batch)
     except Exception:  # noqa: BLE001 - the diagnosis is best effort; the raise is what it looks for

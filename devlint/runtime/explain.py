@@ -29,6 +29,9 @@ _LOW = (torch.float16, torch.bfloat16)
 
 
 _MISMATCH = 'on a GPU this step fails with "Expected all tensors to be on the same device"'
+#: What CUDA says for a CPU tensor indexed by device indices (``standin._INDEXED``).
+_INDEXED = ('on a GPU this step fails with "indices should be either on cpu or on the same device as '
+            'the indexed tensor (cpu)"')
 
 
 def placement_findings(raw, step=None) -> list[Finding]:
@@ -45,8 +48,10 @@ def placement_findings(raw, step=None) -> list[Finding]:
         if key in seen:
             continue
         seen.add(key)
-        where = f"{mix.op} in {mix.module}" + (" (backward)" if mix.backward else "")
-        said = _MISMATCH if not mix.op.endswith(")") else (  # an input of torch's own module
+        where = f"{mix.op} in {mix.module}" + (" (backward)" if mix.backward else "") + (
+            f" inside {mix.function} (a custom torch.autograd.Function)" if getattr(mix, "function", None) else "")
+        said = _INDEXED if mix.op.startswith(("aten.index.", "aten.index_put", "aten._index_put")) else \
+            _MISMATCH if not mix.op.endswith(")") else (  # an input of torch's own module
             "on a GPU that module meets a CPU tensor (\"Expected all tensors to be on the same device\" "
             "where it uses it, in training or in evaluation)")
         if kind == "attribute":
@@ -145,6 +150,8 @@ def master_weights(step) -> Finding | None:
 def _op(nf) -> str:
     """The op of a :class:`probes.NonFinite`, said to be in place when it overwrote its input."""
     op = f"{nf.op} (in place: it overwrites its input)" if nf.in_place else nf.op
+    if getattr(nf, "feeds", None):  # autocast casts an op's operands: name the op it cast for
+        op = f"{op} (the cast of an operand of {nf.feeds} to {nf.out_dtype})"
     function = getattr(nf, "function", None)
     return f"{op} inside {function} (a custom torch.autograd.Function)" if function else op
 
@@ -211,6 +218,8 @@ def nonfinite_finding(step, raw, runs: dict, seed: int) -> Finding:
     if raw.mode == "float32":
         fix = "keep this op's inputs in its domain (no log of negatives, no 0/0)"
     details = {"inputs": [list(i) for i in nf.inputs], "backward": nf.backward, "out_dtype": nf.out_dtype}
+    if getattr(nf, "feeds", None):
+        details["feeds"] = nf.feeds
     if flushed is not None:
         details["flushed"] = {"op": flushed.op, "module": flushed.module, "count": flushed.flushed,
                               "nonzero": flushed.nonzero}

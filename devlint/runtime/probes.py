@@ -33,6 +33,9 @@ _aten = torch.ops.aten
 EMPTY_FAMILY = {_aten.empty.memory_format, _aten.empty_like.default, _aten.new_empty.default,
                 _aten.empty_strided.default, _aten.new_empty_strided.default,
                 _aten.empty_permuted.default, _aten.resize_.default}
+#: Copies a composite op makes of an operand before its kernel (``matmul``: ``expand``, then
+#: ``clone``/``_unsafe_view`` to a batch of matrices for ``bmm``); views are told by ``is_view``.
+_RESHAPES = {_aten.clone.default, _aten._unsafe_view.default, _aten.contiguous.default, _aten.reshape.default}
 
 
 def _tensors(obj) -> list[torch.Tensor]:
@@ -82,7 +85,9 @@ class NonFinite:
     parameter), so no op created them. ``module`` is the module running it (in backward: the
     module whose forward created the autograd node). ``in_place``: the op overwrote one of its
     inputs (``h.mul_(1e5)``); ``inputs`` are read before it ran. ``function``: the custom
-    ``torch.autograd.Function`` method it ran in (``"Cube.forward"``), if any.
+    ``torch.autograd.Function`` method it ran in (``"Cube.forward"``), if any. ``feeds``: for
+    a cast (``aten._to_copy``, autocast's cast of a float32 operand to float16 included), the
+    next op that took its non-finite output (``"aten.bmm.default"``), which the step wrote.
     """
 
     op: str
@@ -93,6 +98,7 @@ class NonFinite:
     inputs_finite: bool = True
     in_place: bool = False
     function: str | None = None  # the custom autograd Function method running it ("Cube.forward")
+    feeds: str | None = None  # the op a cast's non-finite output went to ("aten.bmm.default")
 
 
 class _NonFiniteProbe(TorchDispatchMode):
@@ -104,6 +110,8 @@ class _NonFiniteProbe(TorchDispatchMode):
         self.first: NonFinite | None = None
         self.in_backward = False
         self.prev: tuple | None = None  # the last op's (args, kwargs, output)
+        self.cast: list | None = None  # a first non-finite cast's outputs, until an op takes one
+        self.watch = 0  # ops left to look for that op
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         ranges = None
@@ -113,6 +121,8 @@ class _NonFiniteProbe(TorchDispatchMode):
             except Exception:  # the probe must never break the user's step
                 pass
         out = func(*args, **(kwargs or {}))
+        if self.cast is not None:
+            self._fed(func, args, kwargs or {}, out)
         if self.first is None and func not in EMPTY_FAMILY:
             try:
                 self._check(func, args, kwargs or {}, out, ranges)
@@ -120,6 +130,20 @@ class _NonFiniteProbe(TorchDispatchMode):
                 pass
             self.prev = (args, kwargs or {}, out)
         return out
+
+    def _fed(self, func, args, kwargs, out) -> None:
+        """Name the op that takes the first non-finite cast's output (autocast casts an op's
+        operands just before the op), through the views and copies a composite op such as
+        ``matmul`` makes of it first (``expand``, ``_unsafe_view``, ``clone``), looking at a few
+        ops after the cast only."""
+        self.watch -= 1
+        if any(t is c for t in _tensors((args, kwargs)) for c in self.cast):
+            if func.is_view or func in _RESHAPES:
+                self.cast = _tensors(out)
+                return
+            self.first.feeds = str(func)
+        if self.first.feeds is not None or self.watch <= 0:
+            self.cast = None
 
     def _widened(self, func, args, kwargs):
         """``(op, its inputs' ranges)`` when ``func`` rounds to the low dtype what a rule
@@ -160,6 +184,8 @@ class _NonFiniteProbe(TorchDispatchMode):
         self.first = NonFinite(name, module, str(bad[0].dtype).replace("torch.", ""),
                                self.in_backward, ranges, True, func._schema.is_mutable,
                                running_function(sys._getframe()))
+        if func is _aten._to_copy.default and wide is None:
+            self.cast, self.watch = bad, 8
 
 
 def _ranges(args, kwargs) -> list | None:

@@ -17,6 +17,7 @@ import torch
 from . import autocast_policy, emulate, probes, scaler_lifetime, settle, standin, standin_rnn, torch_modules
 from .scaled_grads import ScaledGrads
 from .buffers import measure_state, went_nonfinite
+from .clip_refusal import clip_refusal
 from .compare import DTYPES, Delta, Errors, Rounding, measure, round_range, round_trip
 from .grad_edits import GradEdits
 from .names import first_line, raising_function, raising_module
@@ -397,6 +398,9 @@ def _run_once(step: TrainingStep, device: str, mode: str, seed: int, *, keep: bo
                          f"micro-batch of an accumulation?), and GradScaler raises \"{first_line(exc)}\"")
             raw.fix = ("call scaler.unscale_(optimizer) once per optimizer step, after the last "
                        "micro-batch's backward and before clipping")
+        elif "is non-finite, so it cannot be clipped" in text:  # clip_grad_norm_(error_if_nonfinite=True)
+            raw.error_kind, raw.op = "other", "torch.nn.utils.clip_grad_norm_"
+            raw.error, raw.fix = clip_refusal(raw.error, scaler.get_scale() if mode == "float16" else None)
         elif _UNSUPPORTED.search(text) and mode != "float32":
             raw.error_kind = "unsupported"
         elif _DEVICE_ERR.search(text):

@@ -25,6 +25,7 @@ from .cufft import gpu_fft_refusal
 from .compare import DTYPES, Rounding, Tolerances, Verdict, judge, needs_floor, resolve_tolerances
 from .devices import unavailable as _available
 from .dtype_origin import dtype_error_origin
+from .gpu_dtypes import float32_fix, low_precision_refusal
 from .explain import (cause_first, deprecations, master_weights, mismatch_finding, nonfinite_finding,
                       placement_findings, region_note, state_findings, underflow_finding)
 from .replay import INIT_SCALE, MAX_HALVINGS, Raw, every_scale_skipped, run_once
@@ -339,6 +340,11 @@ def _row(step, raw: Raw, ref: Raw, tol: Tolerances, seed: int, cross: bool, repo
                 "compute the transform in float32: torch.fft.*(x.float()), and cast back after the inverse",
                 module=refused.module, op=refused.op, device=raw.device, mode=raw.mode))
             return run
+        shared = low_precision_refusal(step, raw, seed) if raw.device == "cpu" and raw.policy == "cuda" else None
+        if shared is not None:  # no such kernel on a GPU either, and no autocast cast there
+            run.status = "error"
+            report.findings.append(shared)
+            return run
         run.status = "unsupported"
         report.notes.append(f"{raw.device} {raw.mode} not checked: an op has no {raw.mode} kernel on "
                             f"{raw.device} ({raw.error})")
@@ -403,7 +409,7 @@ def _row(step, raw: Raw, ref: Raw, tol: Tolerances, seed: int, cross: bool, repo
                 fix,
                 module=raw.module, op=raw.op, device=raw.device, mode=raw.mode))
         else:
-            said, fix = "", f"run the step on {raw.device} in {raw.mode} directly to see the traceback"
+            said, fix = "", raw.fix or f"run the step on {raw.device} in {raw.mode} directly to see the traceback"
             if raw.mode != "float32" and raw.op is None:  # the float32 run passed: which op refused
                 origin = dtype_error_origin(step, raw.device, DTYPES[raw.mode], seed, kernels=raw.kernels or "emulated")
                 if origin is not None:
@@ -414,6 +420,7 @@ def _row(step, raw: Raw, ref: Raw, tol: Tolerances, seed: int, cross: bool, repo
                     if _OUT_OF_RANGE.search(raw.error):
                         fix = (f"a constant beyond {raw.mode}'s range meets a {raw.mode} tensor at {origin.op}: "
                                "use torch.finfo(x.dtype).min (or .max) instead, or compute it in float32")
+                    fix = float32_fix(origin.api, raw.error) or fix
             report.findings.append(Finding(
                 "step-error", f"the step raised {raw.error} on {raw.device} {raw.mode}{said}", fix,
                 module=raw.module, op=raw.op, device=raw.device, mode=raw.mode))

@@ -12,7 +12,7 @@ lives on). :class:`StandIn` is a dispatch mode that, while the step runs:
   autocast regions and ``lengths.cpu()`` behave as on a real device, and the numbers equal
   a plain CPU run (the stand-in run doubles as the float32 reference);
 - records every op whose tensor arguments mix tagged and untagged tensors, except where CUDA
-  accepts a CPU tensor (0-dim tensors, copies, CPU index tensors, ``pack_padded_sequence``
+  accepts a CPU tensor (0-dim tensors, copies, CPU index tensors into a device tensor, ``pack_padded_sequence``
   and ``ctc_loss`` lengths, packed-sequence batch sizes): these are the device-placement
   bugs, named with the module running (``ModuleTracker``) and, where it can be found, the
   parameter, buffer, attribute or factory the CPU tensor comes from;
@@ -36,6 +36,7 @@ from torch.utils.module_tracker import ModuleTracker
 from torch.utils.weak import WeakIdKeyDictionary
 
 from .cuda_branch import cuda_branch
+from .names import running_function
 
 __all__ = ["STAND_IN", "Tagged", "StandIn", "StandInGenerator", "host_generator_key", "Mix", "StandInUnsupported",
            "stand_in", "unregistered_tensors", "module_label", "prefer_foreach"]
@@ -60,6 +61,11 @@ _FIRST_OUTPUT_ONLY = {_aten._pack_padded_sequence.default}
 #: Takes its ``lengths`` on the CPU only, also on CUDA ("'lengths' argument should be a 1D CPU
 #: int64 tensor"): lengths on the device are recorded (:meth:`StandIn.host_read`).
 _PACK = _aten._pack_padded_sequence.default
+#: Indexing takes CPU indices into a device tensor, not device indices into a CPU tensor: CUDA
+#: raises "indices should be either on cpu or on the same device as the indexed tensor (cpu)"
+#: (``check_indices_on_cpu_or_selfdevice``, aten/src/ATen/native/TensorAdvancedIndexing.cpp,
+#: torch 2.13): a noise schedule kept as a plain attribute, indexed by the batch's timesteps.
+_INDEXED = {_aten.index.Tensor, _aten.index_put_.default, _aten._index_put_impl_.default, _aten.index_put.default}
 
 
 class Tagged(torch.Tensor):
@@ -414,7 +420,8 @@ class Mix:
 
     ``key`` says where the CPU tensor comes from: ``("id", id)`` a tensor that existed before
     the step (a parameter, attribute, captured tensor), ``("made", op, module)`` a factory
-    called inside the step without ``device=``.
+    called inside the step without ``device=``. ``function``: the custom
+    ``torch.autograd.Function`` method the op ran in (``"SignSTE.backward"``), if any.
     """
 
     op: str
@@ -422,6 +429,7 @@ class Mix:
     key: tuple
     shape: list
     backward: bool
+    function: str | None = None
 
 
 class StandIn(TorchDispatchMode):
@@ -478,6 +486,8 @@ class StandIn(TorchDispatchMode):
                                    "the step)")
             if tagged and func not in CPU_OK:
                 self._mixed(func, untagged)
+            elif tagged and func in _INDEXED and args and not isinstance(args[0], Tagged):
+                self._mixed(func, [args[0]])
         try:
             out = func(*uargs, **ukwargs)
         except (NotImplementedError, RuntimeError) as exc:
@@ -511,10 +521,11 @@ class StandIn(TorchDispatchMode):
                 self.allowed[t] = True
         elif plain:
             module = self._label()
+            function = running_function(sys._getframe())
             for t in plain:
                 key = self.made.get(t)
                 key = ("id", id(t)) if key is None else key
-                self.mixes.append(Mix(str(func), module, key, list(t.shape), self.tracker.is_bw))
+                self.mixes.append(Mix(str(func), module, key, list(t.shape), self.tracker.is_bw, function))
 
     def host_read(self, op: str, t: torch.Tensor) -> None:
         """Record a device tensor where a GPU takes only a host one (``op``: ``Tensor.numpy``,
