@@ -34,8 +34,6 @@ SIZES = {"zoo_trial3": (15, 10), "zoo_trial4": (10, 8), "zoo_trial5": (12, 10),
 ZOOS = {name: load_runtime_zoo(name) for name in SIZES}
 #: (trial, case) -> why it still fails: a strict xfail, so a fix shows as XPASS
 XFAIL = {
-    ("zoo_trial10", "ppo_update_once_per_rollout"): "a GradScaler state error is named only as the step's "
-                                                    "RuntimeError, not GradScaler.unscale_",
 }
 
 

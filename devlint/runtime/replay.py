@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from . import autocast_policy, emulate, probes, scaler_lifetime, settle, standin, torch_modules
+from . import autocast_policy, emulate, probes, scaler_lifetime, scaler_order, settle, standin, torch_modules
 from .scaled_grads import ScaledGrads
 from .buffers import measure_state, went_nonfinite
 from .compare import DTYPES, Delta, Errors, Rounding, measure, round_range, round_trip
@@ -396,6 +396,9 @@ def _run_once(step: TrainingStep, device: str, mode: str, seed: int, *, keep: bo
                          f"micro-batch of an accumulation?), and GradScaler raises \"{first_line(exc)}\"")
             raw.fix = ("call scaler.unscale_(optimizer) once per optimizer step, after the last "
                        "micro-batch's backward and before clipping")
+        elif (stepped := scaler_order.order_error(exc)) is not None:
+            raw.error_kind = "scaler-step"
+            raw.op, raw.error, raw.fix = stepped
         elif _UNSUPPORTED.search(text) and mode != "float32":
             raw.error_kind = "unsupported"
         elif _DEVICE_ERR.search(text):
