@@ -139,3 +139,13 @@ def test_a_fallback_already_at_the_key_keeps_the_per_check_registration():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["torch.float32", "torch.float16", "[None]"]
+
+
+def test_norm_called_from_cpp_with_its_defaults_runs_in_float32():
+    """``F.pairwise_distance`` calls ``at::norm(x, p, dim, keepdim)`` from C++, which reaches
+    the ``fp32_append`` kernel without ``keepdim``: the overload with a ``dtype`` needs it."""
+    x = torch.randn(4, 8)
+    with ap.policy("cuda"), torch.autocast("cpu", dtype=torch.float16):
+        h = x @ x.t()
+        assert F.pairwise_distance(h, h + 1).dtype == torch.float32
+        assert torch.norm(h, 3).dtype == torch.float32

@@ -1,4 +1,4 @@
-"""The fresh trials (fixtures/runtime/zoo_trial3.py ... zoo_trial9.py): in each, every correct
+"""The fresh trials (fixtures/runtime/zoo_trial3.py ... zoo_trial10.py): in each, every correct
 architecture passes and every planted bug is caught and named (module, op, tensor or buffer),
 checked on the CPU as ``check_step(step, devices=["cpu"])``. Each trial's general causes are
 tested alone elsewhere:
@@ -21,7 +21,10 @@ tested alone elsewhere:
 - trial 9: test_runtime_stand_in_refusals.py (a CPU tensor indexed by device indices),
   test_runtime_gpu_dtypes.py (a float16 ``torch.linalg.solve``, ``torch.quantile``),
   test_runtime_causes.py (``clip_grad_norm_(error_if_nonfinite=True)``, a cast named with the op
-  it feeds) and test_runtime_placement_names.py (a factory inside a Function's backward).
+  it feeds) and test_runtime_placement_names.py (a factory inside a Function's backward);
+- trial 10: test_runtime_autocast_policy.py (``norm`` reached from C++ without its defaults:
+  ``F.pairwise_distance``) and test_runtime_scaler_order.py (a second ``scaler.unscale_`` or
+  ``scaler.step`` before ``scaler.update()``).
 
 CPU only, tiny models, one torch thread."""
 
@@ -34,7 +37,8 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 #: trial -> (at least this many correct architectures, at least this many planted bugs)
 SIZES = {"zoo_trial3": (15, 10), "zoo_trial4": (10, 8), "zoo_trial5": (12, 10),
-         "zoo_trial6": (12, 6), "zoo_trial7": (12, 10), "zoo_trial8": (12, 7), "zoo_trial9": (19, 9)}
+         "zoo_trial6": (12, 6), "zoo_trial7": (12, 10), "zoo_trial8": (12, 7), "zoo_trial9": (19, 9),
+         "zoo_trial10": (21, 13)}
 ZOOS = {name: load_runtime_zoo(name) for name in SIZES}
 
 #: (trial, case) -> why it still fails (a strict xfail: it must fail, so a fix shows); none now

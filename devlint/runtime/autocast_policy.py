@@ -236,6 +236,21 @@ def _widest(obj, current):
     return current
 
 
+def _with_defaults(op, args, kwargs) -> tuple:
+    """``args`` and ``kwargs`` of a call to ``op`` as a full positional list, each argument
+    left out taking its schema default. The ``dtype`` overload that ``fp32_append`` calls has
+    no defaults (``norm.ScalarOpt_dim_dtype`` needs ``keepdim``), and a call from C++ reaches
+    a Python kernel with its trailing defaults dropped: ``F.pairwise_distance`` calls
+    ``at::norm(x, p, dim, keepdim=False)`` and the kernel sees no ``keepdim``. CUDA autocast's
+    own kernel passes every argument on (``ATen/autocast_mode.cpp``, ``DIFFERENT_REDISPATCH``)."""
+    full = list(args)
+    for a in op._schema.arguments[len(args):]:
+        if a.kwarg_only:
+            break
+        full.append(kwargs[a.name] if a.name in kwargs else a.default_value)
+    return tuple(full)
+
+
 @functools.cache
 def _kernel(name: str, rule: str):
     """The autocast kernel applying ``rule`` to the op ``name`` (see the module docstring);
@@ -275,9 +290,7 @@ def _kernel(name: str, rule: str):
                 return op(*args, **kwargs)
             if rule == "fp32_append":
                 out = torch.float32 if _eligible(args[0]) else args[0].dtype
-                if name == "aten::norm.Scalar" and len(args) == 1:
-                    args = (args[0], kwargs.pop("p", 2))
-                return typed(*args, **kwargs, dtype=out)
+                return typed(*_with_defaults(op, args, kwargs), dtype=out)
             raise BannedUnderAutocast(
                 "binary_cross_entropy (nn.BCELoss) is unsafe under CUDA autocast, which raises "
                 "here on a GPU; use binary_cross_entropy_with_logits (nn.BCEWithLogitsLoss)")

@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 
 import torch
 
-from . import autocast_policy, emulate, probes, scaler_lifetime, settle, standin, standin_rnn, torch_modules
+from . import (autocast_policy, emulate, probes, scaler_lifetime, scaler_order, settle, standin, standin_rnn,
+               torch_modules)
 from .scaled_grads import ScaledGrads
 from .buffers import measure_state, went_nonfinite
 from .clip_refusal import clip_refusal
@@ -401,6 +402,9 @@ def _run_once(step: TrainingStep, device: str, mode: str, seed: int, *, keep: bo
         elif "is non-finite, so it cannot be clipped" in text:  # clip_grad_norm_(error_if_nonfinite=True)
             raw.error_kind, raw.op = "other", "torch.nn.utils.clip_grad_norm_"
             raw.error, raw.fix = clip_refusal(raw.error, scaler.get_scale() if mode == "float16" else None)
+        elif (stepped := scaler_order.order_error(exc)) is not None:
+            raw.error_kind = "scaler-step"
+            raw.op, raw.error, raw.fix = stepped
         elif _UNSUPPORTED.search(text) and mode != "float32":
             raw.error_kind = "unsupported"
         elif _DEVICE_ERR.search(text):
