@@ -116,8 +116,23 @@ AUDITED2 = [
     Package("torchkge", "0.17.7", why="knowledge-graph embedding models, trainer and evaluation loops"),
     Package("yolox", "0.3.0", sdist=True, why="detection: Trainer with AMP, evaluators, .cuda() data prefetcher"),
 ]
+#: the third precision audit (2026-12-03, session 13): training code in no list of this file,
+#: seeded_sets.py or bench_lint.py, linted and judged finding by finding before any rule was
+#: changed for them (benchmarks/README.md, "The third precision audit").
+AUDITED3 = [
+    Package("botorch", "0.18.1", why="Bayesian optimisation: model fitting loops, acquisition functions"),
+    Package("cellpose", "4.2.1.1", why="cell segmentation: train_seg loop, network, dynamics on the device"),
+    Package("dalle2-pytorch", "1.15.6", why="DALL-E 2: decoder/prior trainers (AMP, EMA), VQGAN-VAE trainer"),
+    Package("deepxde", "1.15.0", why="physics-informed networks: the PyTorch backend's training loop"),
+    Package("ludwig", "0.11.0", sdist=True, why="declarative deep learning: Trainer with AMP, predictors, encoders"),
+    Package("neurodiffeq", "0.7.0", sdist=True, why="neural ODE/PDE solvers: solver training loops, notebooks"),
+    Package("pythae", "0.1.2", why="autoencoder zoo: BaseTrainer/AdversarialTrainer loops (AMP, DDP)"),
+    Package("pytorch-adapt", "0.0.83", why="domain adaptation: hooks, trainers, validators"),
+    Package("pytorch-ood", "0.4.0", why="out-of-distribution detectors: fit loops, losses"),
+    Package("torchxrayvision", "1.5.7", why="chest X-ray models: baseline models, training utilities"),
+]
 DEVELOPED = PACKAGES
-PACKAGES = DEVELOPED + AUDITED + AUDITED2
+PACKAGES = DEVELOPED + AUDITED + AUDITED2 + AUDITED3
 
 
 def log(msg: str) -> None:

@@ -97,8 +97,29 @@ class GuardTracker(Participant):
         pol = guards.polarity(node.test, self.ctx)
         if pol == 1:
             self.ctx.guard(node.body)
+            if isinstance(node.orelse, cst.Else):
+                self._cleared_flags(node.orelse.body)
         elif pol == -1:
             self.ctx.guard(node.orelse)
+            self._cleared_flags(node.body)
+
+    def _cleared_flags(self, block: cst.BaseSuite) -> None:
+        """``if not torch.cuda.is_available(): use_amp = False`` (or the ``else`` of a positive
+        test): a flag cleared where CUDA is missing, and never set to the literal True in its
+        scope, is true only where CUDA is (``GradScaler("cuda") if use_amp else None`` guards)."""
+        if not isinstance(block, cst.IndentedBlock):
+            return
+        scope = self.ctx.scope
+        text = cst.Module([]).code_for_node(scope.node) if scope is not None else self.ctx.text
+        for statement in block.body:
+            if not isinstance(statement, cst.SimpleStatementLine):
+                continue
+            for small in statement.body:
+                if small.__class__ is cst.Assign and small.value.__class__ is cst.Name and small.value.value == "False":
+                    for target in small.targets:
+                        name = dotted(target.target)
+                        if name and not re.search(rf"(?<![\w.]){re.escape(name)}\s*=\s*True\b", text):
+                            self.ctx.guard_names.add(name)
 
     def visit_For(self, node: cst.For) -> None:
         # for i in range(torch.cuda.device_count()): the body runs only with a device

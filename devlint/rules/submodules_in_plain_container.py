@@ -12,6 +12,8 @@ from ..rule import Rule
 
 _EMPTY_CALLS = frozenset({"list", "dict", "tuple"})
 _WRAPPERS = frozenset({"list", "tuple", "dict"})
+#: Containers that register the modules of the container they are given.
+_REGISTERING = frozenset({"torch.nn.ModuleList", "torch.nn.ModuleDict", "torch.nn.Sequential"})
 
 
 class SubmodulesInPlainContainer(Rule):
@@ -55,7 +57,9 @@ comprehension, `list(...)`/`tuple(...)` of a generator, or an empty list later f
 `self.name.append(...)`) whose items are modules: `torch.nn` layers or `nn.Module` subclasses
 of the same file. `nn.ModuleList`/`nn.ModuleDict`/`nn.Sequential`, containers of non-modules,
 containers of existing module objects (a common way to hide a module from the `state_dict`)
-and a container wrapped in `nn.ModuleList` before `__init__` ends are left alone."""
+and a container wrapped in `nn.ModuleList`/`nn.ModuleDict`/`nn.Sequential` before `__init__`
+ends (`blocks = [...]` then `nn.Sequential(*blocks)`, or `self.paths = [...]` then
+`self.path_list = nn.ModuleList(self.paths)`) are left alone."""
     why_bad = """
 `nn.Module` registers submodules only when they are assigned directly or through
 `nn.ModuleList`/`nn.ModuleDict`. Layers in a plain list are not moved by `model.to(device)`
@@ -179,9 +183,17 @@ and a container wrapped in `nn.ModuleList` before `__init__` ends are left alone
 
     def visit_Call(self, node: cst.Call) -> None:
         scope, flow = self._scope()
-        if scope is None or node.func.__class__ is not cst.Attribute:
+        if scope is None:
             return
         _, found, empty, registers = scope
+        if self.ctx.resolve(node.func) in _REGISTERING:  # nn.ModuleList(self.paths) registers its items
+            for arg in node.args:
+                name = self._self_attr(flow, arg.value)
+                found.pop(name, None)
+                empty.pop(name, None)
+            return
+        if node.func.__class__ is not cst.Attribute:
+            return
         if node.func.attr.value in ("add_module", "register_module") and flow.is_self(node.func.value):
             registers.append(node)
             return

@@ -17,7 +17,8 @@ _CUSTOM_MOVE = frozenset({"_apply", "to", "cuda", "_load_from_state_dict"})
 
 
 class _ClassState:
-    __slots__ = ("info", "candidates", "reads", "handled", "excluded", "inherited", "read_at", "assigned", "one_d", "by_method")
+    __slots__ = ("info", "candidates", "reads", "handled", "excluded", "inherited", "read_at", "assigned", "one_d", "by_method",
+                 "one_d_locals")
 
     def __init__(self, info, inherited=None) -> None:
         self.info = info
@@ -30,7 +31,8 @@ class _ClassState:
         self.inherited = inherited
         self.read_at: dict[str, cst.CSTNode] = {}  # first read in forward of an inherited tensor
         self.assigned: set[str] = set()  # attributes this class's __init__ sets or registers
-        self.one_d: set[str] = set()  # candidates made by a 1-D factory (torch.linspace(a, b, n))
+        self.one_d: set[str] = set()  # candidates made by a 1-D factory (torch.linspace(a, b, n)), or sliced from one
+        self.one_d_locals: set[str] = set()  # locals of __init__ bound to a 1-D factory result
         #: candidates set from a method of the class (``self.codes = self.one_hot(n)``), by the
         #: method's name: kept at the end only when every ``return`` of that method is a CPU tensor
         self.by_method: dict[str, str] = {}
@@ -230,13 +232,18 @@ class ScheduledLoss(nn.Module):
                     if v is not None and v.kind == CPU and not v.explicit and not v.module:
                         state.candidates[name] = node
                         state.by_method.pop(name, None)
-                        if node.value.__class__ is cst.Call and _one_dimensional(node.value):
+                        if _one_d(node.value, state.one_d_locals):
                             state.one_d.add(name)
                     elif method is not None:
                         state.candidates[name] = node
                         state.by_method[name] = method
                     elif not (name in state.candidates and _reshaped(flow, node.value, name)):
                         state.candidates.pop(name, None)  # (self.codes.permute(2, 0, 1) of a candidate: kept)
+                elif t.__class__ is cst.Name:
+                    if _one_d(node.value, state.one_d_locals):
+                        state.one_d_locals.add(t.value)
+                    else:
+                        state.one_d_locals.discard(t.value)
             return
         state = self._state("forward")
         if state is not None:
@@ -263,6 +270,29 @@ class ScheduledLoss(nn.Module):
                 state.handled.add(func.value.attr.value)
             if func.attr.value in _MOVES or func.attr.value in _SHAPE_ONLY:
                 state.excluded.add(id(func.value))
+
+    def visit_For(self, node: cst.For) -> None:
+        self._iterated(node.iter)
+
+    def visit_CompFor(self, node: cst.CompFor) -> None:
+        self._iterated(node.iter)
+
+    def _iterated(self, expr: cst.BaseExpression) -> None:
+        """``for b in self.bins`` (also through ``zip``/``enumerate``/``reversed``) in ``forward``,
+        of a 1-D tensor attribute: each element is a 0-dim tensor, which CUDA kernels accept
+        beside device tensors (the expected-calibration-error loop over ``torch.linspace`` bin
+        edges)."""
+        state = self._state("forward")
+        if state is None:
+            return
+        flow = self.ctx.analysis(DeviceFlow)
+        items = [expr]
+        if expr.__class__ is cst.Call and expr.func.__class__ is cst.Name and \
+                expr.func.value in ("zip", "enumerate", "reversed") and not self.ctx.resolve(expr.func):
+            items = [a.value for a in expr.args if not a.star]
+        for item in items:
+            if item.__class__ is cst.Attribute and flow.is_self(item.value) and item.attr.value in state.one_d:
+                state.excluded.add(id(item))
 
     def visit_Subscript(self, node: cst.Subscript) -> None:
         """``self.schedule[epoch]`` of a 1-D factory result with an integer (a literal, or a
@@ -292,6 +322,18 @@ class ScheduledLoss(nn.Module):
             state.reads.add(node.attr.value)
         if state.inherited is not None and flow.is_self(inner) and id(node) not in state.excluded:
             state.read_at.setdefault(node.attr.value, node)
+
+
+def _one_d(value: cst.BaseExpression, locals_1d: set[str]) -> bool:
+    """A 1-D tensor: a 1-D factory call (:func:`_one_dimensional`), or a slice
+    (``edges[:-1]``, ``edges[1:]``) of one or of a local bound to one."""
+    if value.__class__ is cst.Call:
+        return _one_dimensional(value)
+    if value.__class__ is cst.Subscript and len(value.slice) == 1 and value.slice[0].slice.__class__ is cst.Slice:
+        inner = value.value
+        return (inner.__class__ is cst.Name and inner.value in locals_1d) or \
+            (inner.__class__ is cst.Call and _one_dimensional(inner))
+    return False
 
 
 def _calls_own_method(value: ast.AST, cls: ast.ClassDef) -> bool:
