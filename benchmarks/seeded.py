@@ -61,7 +61,7 @@ sys.path.insert(0, str(HERE.parent))
 
 import ecosystem  # noqa: E402  (the pinned packages and their fetch/cache)
 
-from seeded_sets import EXTRA, FIFTH, FOURTH, FRESH, HELDOUT, PACKAGES, SETS, SEVENTH, SIXTH  # noqa: E402,F401  (the package groups)
+from seeded_sets import EIGHTH, EXTRA, FIFTH, FOURTH, FRESH, HELDOUT, PACKAGES, SETS, SEVENTH, SIXTH  # noqa: E402,F401  (the package groups)
 SHAPES = ("x = x.to(d)", "y = e.to(d)", "tuple half", "call arg", "chained", ".cuda()")
 
 _DTYPE_WORDS = frozenset(
@@ -510,13 +510,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--offline", action="store_true", help="use only packages already in the cache")
     parser.add_argument("--set", choices=sorted(SETS), default="default",
                         help="default: the tuned-on packages; heldout: the validation packages (HELDOUT); "
-                        "fresh: the third group (FRESH); fourth: the fourth (FOURTH); fifth: the fifth (FIFTH); sixth: the sixth (SIXTH); seventh: the seventh (SEVENTH); all: every one")
+                        "fresh: the third group (FRESH); fourth: the fourth (FOURTH); fifth: the fifth (FIFTH); sixth: the sixth (SIXTH); seventh: the seventh (SEVENTH); eighth: the eighth (EIGHTH); all: every one")
     parser.add_argument("--wide", action="store_true", help="the held-out's wider shapes on every set (on for heldout)")
     parser.add_argument("--all-files", action="store_true",
                         help="also lint the files without mutants (that move something) for DEV111 findings")
     args = parser.parse_args(argv)
     chosen = SETS[args.set]
-    wide = args.wide or args.set in ("heldout", "fresh", "fourth", "fifth", "sixth", "seventh")
+    wide = args.wide or args.set in ("heldout", "fresh", "fourth", "fifth", "sixth", "seventh", "eighth")
     if args.only:
         wanted = {n.strip() for n in args.only.split(",")}
         chosen = [p for p in chosen if p.name in wanted]
@@ -544,7 +544,7 @@ def main(argv: list[str] | None = None) -> int:
             text = (root / rel).read_text(encoding="utf-8", errors="replace")
             if ".to(" not in text and ".cuda(" not in text:
                 continue
-            mutants = mutants_of(pkg.name, rel, text, wide or pkg in HELDOUT or pkg in FRESH or pkg in FOURTH or pkg in FIFTH or pkg in SIXTH or pkg in SEVENTH)
+            mutants = mutants_of(pkg.name, rel, text, wide or pkg in HELDOUT or pkg in FRESH or pkg in FOURTH or pkg in FIFTH or pkg in SIXTH or pkg in SEVENTH or pkg in EIGHTH)
             if args.budget:
                 mutants = mutants[: max(0, args.budget - taken)]
             if not mutants:

@@ -101,3 +101,21 @@ def bound_only_in(function_body: Counter, arm: Counter) -> frozenset[str]:
     of them counted in ``function_body`` (the function's parameters are not in it: the caller
     only asks of names unbound before the ``if``) lies in ``arm``."""
     return frozenset(name for name, n in arm.items() if n and function_body.get(name) == n)
+
+
+def bound_to_none(block: cst.CSTNode) -> frozenset[str]:
+    """The names every binding of which in ``block`` (an arm of an ``if``) is ``name = None``
+    (``else: labels = None``): the arm gives them no value at all."""
+    nones: Counter = Counter()
+    for statement in getattr(block, "body", ()):
+        if statement.__class__ is not cst.SimpleStatementLine:
+            continue
+        for small in statement.body:
+            if small.__class__ is cst.Assign and small.value.__class__ is cst.Name and small.value.value == "None":
+                for target in small.targets:
+                    if target.target.__class__ is cst.Name:
+                        nones[target.target.value] += 1
+    if not nones:
+        return frozenset()
+    count = bindings(block)
+    return frozenset(name for name, n in nones.items() if count.get(name) == n)

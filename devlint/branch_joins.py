@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from .arm_bindings import bindings, bound_only_in
+from .arm_bindings import bindings, bound_only_in, bound_to_none
 from .branch_tests import asks_for_accelerator, not_none_names
 from .flow_kinds import CPU, CPUB, DEV, DEVB, MODEL, PARAM, PB, PITEM, V
 from .later_moves import collected, moves_items
@@ -58,6 +58,20 @@ def _kept_unmoved(a: V | None, b: V | None, before: V | None, moved: set) -> V |
     for kept, other in ((a, b), (b, a)):
         if kept is before and (other is None or not other.module):
             return before
+    return None
+
+
+def _unmoved_beside_moved_arm(a: V | None, b: V | None, moved: set) -> V | None:
+    """``weak = data["w"].cuda(); if remix: strong = data["s0"] else: strong = data["s"].cuda()``:
+    one arm moves an item of a batch whose sibling moved before the ``if`` (``moved``), the
+    other binds an item of the same batch unmoved: the author's own code says where it belongs,
+    so the run through the second arm hands the CPU tensor on."""
+    for kept, other in ((a, b), (b, a)):
+        if kept is None or other is None or kept.module or other.module or kept.explicit:
+            continue
+        if kept.kind in (PITEM, CPU) and other.kind == DEV and kept.group is not None and (
+                other.group == kept.group and kept.group in moved):
+            return kept
     return None
 
 
@@ -162,6 +176,11 @@ class BranchJoins:
             if name in one_arm:  # bound on one arm only: a run that reads it took that arm
                 joined[name] = a if name in after_body else b
                 continue
+            if a is None or b is None:
+                kept = self._beside_none(node, name, a, b)
+                if kept is not None:  # else: labels = None: a run that reads a tensor took the other arm
+                    joined[name] = kept
+                    continue
             same = a is not None and b is not None and a.kind == b.kind and a.module == b.module
             placed = a is not None and b is not None and {a.kind, b.kind} == {DEV, DEVB} and not (a.module or b.module)
             value = a if same else V(DEV) if placed else None  # a tensor or a list of them, moved
@@ -173,6 +192,10 @@ class BranchJoins:
                     kept = _kept_unmoved(a, b, before[name], moved_before)
                     if kept is not None and name not in self._tested(node):
                         value = kept  # (not if pred is None: pred = self.helper(...): a default filled in)
+                if value is None and name not in self._tested(node):
+                    arm = node.body if b is not None and b.kind == DEV else node.orelse
+                    if not _leaves(getattr(arm, "body", arm)):
+                        value = _unmoved_beside_moved_arm(a, b, moved_before)
                 if value is None and not _leaves(node.body) and not (
                         node.orelse.__class__ is cst.Else and _leaves(node.orelse.body)) and name not in self._tested(node):
                     value = _unmoved_against_moved(a, b, id(frame.node))
@@ -182,6 +205,19 @@ class BranchJoins:
             joined[name] = value if value is not None else _one_batch(a, b)
         frame.vars = joined
         self._memo.clear()
+
+    def _beside_none(self, node: cst.If, name: str, a: V | None, b: V | None) -> V | None:
+        """``if "labels" in batch: labels = batch["labels"] else: labels = None``: one arm binds
+        a CPU tensor or an item of a batch, the other only ``None`` (a plain ``else``, not an
+        ``elif``), so whatever computes with the name after the ``if`` holds the first arm's
+        value, as ``labels if c else None`` does. ``None`` otherwise."""
+        orelse = node.orelse.body if node.orelse.__class__ is cst.Else else None
+        for kept, block in ((a, orelse), (b, node.body if orelse is not None else None)):
+            if block is None or kept is None or kept.module or kept.explicit or kept.kind not in (CPU, CPUB, PITEM, PB):
+                continue
+            if name in self.ctx.remembered("bound-to-none", block, lambda: bound_to_none(block)):
+                return kept
+        return None
 
     def _one_arm_names(self, node: cst.If, before: dict, after_body: dict, current: dict) -> frozenset[str]:
         """The names unbound before the ``if`` that one arm binds, the other arm does not, and

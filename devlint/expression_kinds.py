@@ -612,6 +612,12 @@ class ExpressionKinds:
             return V(MODEL, module=True, loss=last.endswith("Loss"))
         if name.startswith(("torch.optim", "torch.utils", "torch.cuda", "torch.distributed", "torch.backends")):
             return None
+        if name.count(".") == 1 and last in _TENSOR_OPS and call.args and call.args[0].keyword is None and not call.args[0].star:
+            base = self.value(call.args[0].value, env)  # torch.transpose(batch, 1, 2): as batch.transpose(1, 2)
+            if env is None and base is not None and base.kind == PB and not base.module:
+                return V(PITEM, group=base.group, param=base.param)
+            if base is not None and base.kind == CPUB:
+                return V(CPU, group=base.group)
         if last[:1].islower():
             args = []
             for arg in call.args:

@@ -168,7 +168,8 @@ class ModelCallCheck:
         for arg, v in values:
             if helper and self._moved_as_copy(arg.value):
                 continue  # kept as it came on purpose: the function moves it where it needs it
-            if own_helper and (arg.keyword is not None or (not arg.star and _declared_no_tensor(own, call, arg))):
+            if own_helper and ((arg.keyword is not None and not self._drawn_item(v)) or (
+                    not arg.star and _declared_no_tensor(own, call, arg))):
                 continue  # get_output_embeddings(out, args=args): an option of this file's helper, or one it only holds
             if (v is None or v.kind == PARAM) and not arg.star and self.param_group(arg.value) in moved:
                 if not _cpu_side_item(arg.value, self.moved_texts):  # def step(self, x, y): x moved, y handed on as it came
@@ -229,6 +230,13 @@ class ModelCallCheck:
             if loaders:
                 return False, frozenset(needs | {(f, p, LOADER) for f, p in loaders})
         return none
+
+    def _drawn_item(self, v: V | None) -> bool:
+        """Is ``v`` a tensor drawn from a batch this function iterates or unpacks (``label`` of
+        ``for X, y in loader: label = y["label"].long()``), not one of its own parameters? Handed
+        by keyword (``_flatten_preds(out, label=label)``) it is data, not an option."""
+        return (v is not None and v.kind in (PITEM, CPU) and v.group is not None and not v.module and not v.explicit
+                and v.group != id(self.frame.node))
 
     def check_in_place(self, node: cst.AugAssign) -> cst.BaseExpression | None:
         """DEV111 for an augmented assignment: the target (``pos_x`` of ``pos_x += c *

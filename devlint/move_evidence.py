@@ -66,7 +66,8 @@ class MoveEvidence:
     def _moving_collate(self, expr: cst.BaseExpression) -> bool:
         """``collate_fn=self.smart_batching_collate``: a method of this class (or a function of
         this file) that moves something to a device anywhere in its body, so the loader's
-        batches may come out placed."""
+        batches may come out placed (also ``feature, label = self._get_fl(data)``: a helper
+        that may return the items it parses placed)."""
         own = self._own_definition(expr)
         if own is None:
             return False

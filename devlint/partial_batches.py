@@ -200,8 +200,8 @@ class PartialBatches:
     def parsed_group(self, call: cst.Call) -> int | None:
         """``imgs, pids = self.parse_data_for_train(data)``: the group of the one unmoved batch
         (or item) the call is given, when it is given no moved value, no device and no model."""
-        if self.model_named(call.func) or self.loss_named(call.func):
-            return None
+        if self.model_named(call.func) or self.loss_named(call.func) or self._moving_collate(call.func):
+            return None  # (a helper of this file that moves something may return its items placed)
         group = None
         for arg in call.args:
             if arg.keyword is not None and _DEVICE_ARG.search(arg.keyword.value):

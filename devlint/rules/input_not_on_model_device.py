@@ -115,7 +115,11 @@ batch drawn with `next(...)` from a `DataLoader`, a loss built where it is calle
 (`nn.MSELoss()(out, y)`), a `DataLoader` returned by a helper of the same module, an item moved in
 the body of a `try` but not in a handler that goes on after it (or the other way round), and a
 name bound in one arm of an `if` and nowhere else in the function (`if cfg.task == "cls":
-labels = batch["labels"]`: whoever reads it took that arm). A loss given an
+labels = batch["labels"]`: whoever reads it took that arm), one bound to an item in one arm and
+only to `None` in the other (`else: labels = None`), and one moved in one arm and bound unmoved
+in the other while a sibling moved before the `if`. `torch.transpose(batch, 1, 2)` (and the
+other view functions) of a one-tensor batch is that batch, and an item handed by keyword to a
+computing helper of this file (`_flatten_preds(out, label=label)`) is data. A loss given an
 item left behind while its sibling moved is flagged even when the model's output comes from a
 helper; so is a helper or a tensor method (`get_log_probs(logits, labels)`, `metric.update(pred,
 y)`) given a model's output and such an item, unless it is a function or method of this file
@@ -135,7 +139,7 @@ a loss or a model, and at a step function of this file given a moved item and on
 (`training_step(image, target)`, a closure or a module function that moves nothing itself); a
 layer the class builds for itself (`self.embed_user = nn.Embedding(...)`), called in one of its
 methods that is no `forward`, needs no moved item beside it. Items a helper parses out of one
-unmoved batch (`imgs, pids = self.parse_data(data)`) and the parts of a step parameter (`x, y = batch_x`) are items of it.
+unmoved batch (`imgs, pids = self.parse_data(data)`, a helper that moves nothing) and the parts of a step parameter (`x, y = batch_x`) are items of it.
 
 Tensors moved with `.to(device)` (also `{k: v.to(device) for k, v in batch.items()}` and
 `batch.to(device)`), created with `device=`, produced by the model, or returned by a helper the
