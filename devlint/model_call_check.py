@@ -146,7 +146,7 @@ class ModelCallCheck:
         unknown_model = not known and not loss and self.model_named(named)
         helper = not (modelish or loss or unknown_model or (callee is not None and callee.kind == PARAM))
         if helper:
-            hit = self.partly_moved_call(call, self.scatters)
+            hit = self.partly_moved_call(call, self.scattering(call))
             if hit is not None:  # a partly moved batch meets a helper that computes with it
                 self.culprit = hit
                 return True, frozenset()
@@ -209,7 +209,7 @@ class ModelCallCheck:
             if func.__class__ is cst.Attribute:
                 receiver = self.value(func.value)
                 computed = computed or (receiver is not None and receiver.kind == DEV and not receiver.module and receiver.group is None)
-            return (computed and evidence and not self.scatters), frozenset()
+            return (computed and evidence and not self.scattering(call)), frozenset()
         if loss:
             on_device = dev or (known and callee.kind == DEV)
             if (on_device and (cpu or evidence)) or (evidence and not explicit):
@@ -220,9 +220,10 @@ class ModelCallCheck:
             if cpu or evidence:
                 return True, frozenset()
             return (False, frozenset((f, p, LOADER) for f, p in loaders)) if loaders else none
-        if unknown_model and evidence and not self.scatters:
+        wrapped = self.wrapped_models.wrapped(named, self.frame)  # nn.DataParallel places its inputs
+        if unknown_model and evidence and not wrapped:
             return True, frozenset()
-        if callee is not None and callee.kind == PARAM and not self.scatters:
+        if callee is not None and callee.kind == PARAM and not wrapped:
             needs = {(*callee.param, DEV)}
             if cpu or evidence:  # features(data) with data's sibling moved: if every caller hands a moved model
                 return False, frozenset(needs)
@@ -236,7 +237,7 @@ class ModelCallCheck:
         device=d)``) when it is an item of a batch left behind while a sibling moved (the
         author's own evidence, as in :meth:`check_call`) and the value holds a device tensor
         among its operands; ``None`` otherwise."""
-        if self.silent or self.scatters:
+        if self.silent:
             return None
         target = node.target
         base = target.value if target.__class__ is cst.Subscript else target
