@@ -166,7 +166,10 @@ moves nothing itself, at a helper call (`pred = self.get_logits(x)`) whose outpu
 a loss or a model, and at a step function of this file given a moved item and one left behind
 (`training_step(image, target)`, a closure or a module function that moves nothing itself); a
 layer the class builds for itself (`self.embed_user = nn.Embedding(...)`), called in one of its
-methods that is no `forward`, needs no moved item beside it. Items a helper parses out of one
+methods that is no `forward`, needs no moved item beside it. An item left behind compared with
+the model's output (`(torch.argmax(out, -1) == targets).sum()`, `out.argmax(1).eq(y)`) is
+flagged there: CUDA raises for a device tensor compared with a CPU one of more than 0 dims (not
+a parameter of the function, which may be a number, nor an element `y[0]`, which is 0-dim). Items a helper parses out of one
 unmoved batch (`imgs, pids = self.parse_data(data)`) and the parts of a step parameter (`x, y = batch_x`) are items of it.
 
 Tensors moved with `.to(device)` (also `{k: v.to(device) for k, v in batch.items()}` and
@@ -181,8 +184,10 @@ a batch (a loop counter such as `iteration`, a `cfg`, a classmethod's `cls`, who
 instance), an argument a helper of this file only holds (fills `out.set(...)`, hands on as
 `generation_config=cfg`), calls that hand their arguments to another callable (`Thread(target=f,
 args=...)`), a tensor this function builds with `device=` (no model's output), a value moved only
-onto another model's device (`x.to(self.ref_model.device)` beside `self.model(x)`), `nn.DataParallel` (which scatters
-CPU inputs), Lightning `LightningModule` methods and code that uses `accelerate`
+onto another model's device (`x.to(self.ref_model.device)` beside `self.model(x)`), a model still wrapped in
+`nn.DataParallel` where it is called (which scatters CPU inputs; also through an alias, a
+parameter a call of this file passes it to, a helper of this file that calls it, a subclass;
+not a model unwrapped again with `.module`, nor the file's other models), Lightning `LightningModule` methods and code that uses `accelerate`
 (`accelerator.prepare`), which place the data themselves. What Lightning does not place is a
 tensor a step builds: in a `LightningModule`'s `*_step` method or per-batch/per-epoch hook
 (`on_validation_epoch_end`), a factory without `device=`, `torch.tensor([...])` or
