@@ -61,6 +61,7 @@ from .partial_batches import PartialBatches
 from .patterns import captures
 from .rule import Analysis
 from .tuple_annotations import scalar_fields
+from .wrapped_models import WrappedModels, mentions_wrapper
 
 
 class DeviceFlow(Analysis, PartialBatches, BranchJoins, ExpressionKinds, ModelCallCheck, MoveEvidence):
@@ -92,8 +93,11 @@ class DeviceFlow(Analysis, PartialBatches, BranchJoins, ExpressionKinds, ModelCa
         self.culprit: cst.Arg | None = None
         text = ctx.text
         self.file_silent = (".prepare(" in text and "accelerat" in text) or "setup_dataloaders" in text or "Fabric(" in text
-        #: nn.DataParallel scatters CPU inputs itself: a model of unknown kind may be one
-        self.scatters = "DataParallel(" in text.replace("DistributedDataParallel(", "")
+        #: the file calls nn.DataParallel, which scatters CPU inputs itself (DEV103 and the
+        #: Lightning reading stay silent in such a file; DEV111 asks :attr:`wrapped_models`)
+        self.scatters = mentions_wrapper(text)
+        #: the models the file wraps in nn.DataParallel (:mod:`devlint.wrapped_models`)
+        self.wrapped_models = WrappedModels(None)
         #: torch.set_default_device("cuda") (or a CUDA default tensor type): a factory without
         #: device= then allocates on that device, so it is no CPU tensor
         self.default_device = bool(_DEFAULT_DEVICE.search(text))
@@ -140,6 +144,11 @@ class DeviceFlow(Analysis, PartialBatches, BranchJoins, ExpressionKinds, ModelCa
         if frame.forward:
             return V(INP) if attr in cls.param_attrs else None
         return cls.attrs.get(attr)
+
+    def scattering(self, call: cst.Call) -> bool:
+        """May ``call`` hand its arguments to a model wrapped in ``nn.DataParallel``, which
+        places its inputs itself (:meth:`devlint.wrapped_models.WrappedModels.reaches`)?"""
+        return self.wrapped_models.reaches(call, self.frame)
 
     def is_self(self, expr: cst.BaseExpression) -> bool:
         return expr.__class__ is cst.Name and self.frame.self_name is not None and expr.value == self.frame.self_name
@@ -377,6 +386,8 @@ class DeviceFlow(Analysis, PartialBatches, BranchJoins, ExpressionKinds, ModelCa
         self.frame.vars.pop(node.name.value, None)
 
     def visit_Module(self, node: cst.Module) -> None:
+        if self.scatters:
+            self.wrapped_models = WrappedModels(node)
         self.functions = {s.name.value for s in node.body if s.__class__ is cst.FunctionDef}
         self.function_defs = {s.name.value: s for s in node.body if s.__class__ is cst.FunctionDef}
 

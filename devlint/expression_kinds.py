@@ -517,7 +517,8 @@ class ExpressionKinds:
 
     def _called(self, callee: V | None, call: cst.Call | None = None, named=None, env=None) -> V | None:
         """The result of calling a value: a moved module gives device tensors; so does a model
-        the linter cannot see (a parameter, ``self.model``) when it is given device tensors."""
+        the linter cannot see (a parameter, ``self.model``) when it is given device tensors
+        (also a batch of them, ``self.model(inputs)`` with ``inputs = [b[c].to(d) for c in cols]``)."""
         if callee is not None and callee.kind == DEV:
             return V(DEV)
         if callee is not None and callee.kind == INP and callee.module:
@@ -525,7 +526,7 @@ class ExpressionKinds:
         if call is not None and (callee is None or callee.kind == PARAM) and self.model_named(named):
             for arg in call.args:
                 v = self.value(arg.value, env)
-                if v is not None and not v.module and (v.kind == DEV or (v.kind == DEVB and arg.star)):
+                if v is not None and not v.module and v.kind in (DEV, DEVB):
                     return V(DEV)
         return None
 

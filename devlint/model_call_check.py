@@ -22,6 +22,12 @@ from .names import dotted
 from .partial_batches import DISPATCH, _declared_no_tensor
 
 
+#: a tensor's methods that compare it with their argument element by element
+_COMPARING_METHODS = frozenset("eq ne lt le gt ge".split())
+#: comparison operators that compare tensors element by element
+_ELEMENTWISE = (cst.Equal, cst.NotEqual, cst.LessThan, cst.LessThanEqual, cst.GreaterThan, cst.GreaterThanEqual)
+
+
 def _cpu_side_item(expr: cst.BaseExpression, moved_texts: frozenset = frozenset()) -> bool:
     """``lengths``, ``batch["seq_lens"]``, ``paths``: a batch item that stays on the CPU by design
     (``pack_padded_sequence`` wants CPU lengths) or is no tensor (file names, raw text), unless
@@ -145,8 +151,11 @@ class ModelCallCheck:
         modelish = known and callee.kind == DEV
         unknown_model = not known and not loss and self.model_named(named)
         helper = not (modelish or loss or unknown_model or (callee is not None and callee.kind == PARAM))
+        if helper and self.frame.moved_groups and self._compared_by_method(call):
+            self.culprit = call.args[0]  # out.argmax(1).eq(y)
+            return True, frozenset()
         if helper:
-            hit = self.partly_moved_call(call, self.scatters)
+            hit = self.partly_moved_call(call, self.scattering(call))
             if hit is not None:  # a partly moved batch meets a helper that computes with it
                 self.culprit = hit
                 return True, frozenset()
@@ -210,7 +219,7 @@ class ModelCallCheck:
             if func.__class__ is cst.Attribute:
                 receiver = self.value(func.value)
                 computed = computed or (receiver is not None and receiver.kind == DEV and not receiver.module and receiver.group is None)
-            return (computed and evidence and not self.scatters), frozenset()
+            return (computed and evidence and not self.scattering(call)), frozenset()
         if loss:
             on_device = dev or (known and callee.kind == DEV)
             if (on_device and (cpu or evidence)) or (evidence and not explicit):
@@ -221,9 +230,10 @@ class ModelCallCheck:
             if cpu or evidence:
                 return True, frozenset()
             return (False, frozenset((f, p, LOADER) for f, p in loaders)) if loaders else none
-        if unknown_model and evidence and not self.scatters:
+        wrapped = self.wrapped_models.wrapped(named, self.frame)  # nn.DataParallel places its inputs
+        if unknown_model and evidence and not wrapped:
             return True, frozenset()
-        if callee is not None and callee.kind == PARAM and not self.scatters:
+        if callee is not None and callee.kind == PARAM and not wrapped:
             needs = {(*callee.param, DEV)}
             if cpu or evidence:  # features(data) with data's sibling moved: if every caller hands a moved model
                 return False, frozenset(needs)
@@ -244,7 +254,7 @@ class ModelCallCheck:
         device=d)``) when it is an item of a batch left behind while a sibling moved (the
         author's own evidence, as in :meth:`check_call`) and the value holds a device tensor
         among its operands; ``None`` otherwise."""
-        if self.silent or self.scatters:
+        if self.silent:
             return None
         target = node.target
         base = target.value if target.__class__ is cst.Subscript else target
@@ -258,6 +268,57 @@ class ModelCallCheck:
             evidence = (v.kind in (CPU, PITEM) and not v.module and not v.explicit
                         and v.group is not None and v.group in moved)
         return base if evidence and self._device_operand(node.value) else None
+
+    def check_comparison(self, node: cst.Comparison) -> cst.BaseExpression | None:
+        """DEV111 for a comparison (``torch.argmax(out, -1) == targets``): the operand that is an
+        item of a batch left behind while its sibling moved (:meth:`_left_behind_operand`),
+        compared with a model's output (a device tensor computed here, as the helper check of
+        :meth:`check_call` reads it): CUDA raises for a device tensor compared with a CPU
+        tensor of more than 0 dims. ``None`` otherwise (``is``/``in`` compare no tensors)."""
+        if self.silent or not self.frame.moved_groups:
+            return None
+        left = node.left
+        for comparison in node.comparisons:
+            right = comparison.comparator
+            if comparison.operator.__class__ in _ELEMENTWISE:
+                for a, b in ((left, right), (right, left)):
+                    if self._left_behind_operand(b) and self._model_output(a):
+                        return b
+            left = right
+        return None
+
+    def _compared_by_method(self, call: cst.Call) -> bool:
+        """``out.argmax(1).eq(y)``: a comparison method of a model's output (a receiver that is
+        no name, which :meth:`check_call` reads as a helper) given an item left behind."""
+        func = call.func
+        if func.__class__ is not cst.Attribute or func.attr.value not in _COMPARING_METHODS or dotted(func) is not None:
+            return False
+        args = call.args
+        return (len(args) == 1 and args[0].keyword is None and not args[0].star
+                and self._left_behind_operand(args[0].value) and self._model_output(func.value))
+
+    def _model_output(self, expr: cst.BaseExpression) -> bool:
+        """A tensor computed on the device here (a model's output, not a module, a moved item
+        of a batch or a factory's result placed with ``device=``)."""
+        v = self.value(expr)
+        return v is not None and v.kind == DEV and v.group is None and not v.module and not v.origins and not v.explicit
+
+    def _left_behind_operand(self, expr: cst.BaseExpression) -> bool:
+        """An item of a batch left behind while its sibling moved (``targets``,
+        ``batch["label"]``): not one that stays on the CPU by design, not a parameter of this
+        function (a number may come in), not an element of a tensor (``y[0]``: 0-dim, which
+        CUDA takes as a scalar)."""
+        if _cpu_side_item(expr, self.moved_texts):
+            return False
+        if expr.__class__ is cst.Subscript:
+            base = self.value(expr.value)
+            if base is None or base.kind not in (PB, CPUB):
+                return False
+        elif expr.__class__ not in (cst.Name, cst.Attribute):
+            return False
+        v = self.value(expr)
+        return (v is not None and v.kind in (CPU, PITEM) and not v.module and not v.explicit
+                and v.group is not None and v.group in self.frame.moved_groups and v.group != id(self.frame.node))
 
     def _device_operand(self, expr: cst.BaseExpression) -> bool:
         """Does arithmetic ``expr`` have an operand on the device (``c * torch.rand_like(x,

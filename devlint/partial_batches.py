@@ -228,8 +228,8 @@ class PartialBatches:
     def partly_moved_call(self, call: cst.Call, scatters: bool) -> cst.Arg | None:
         """The argument left behind of a computing helper call that receives a partly moved
         batch, a model and its input left behind, or (a module held by ``self``) moved items
-        and one left behind; ``None`` if none. Where ``scatters`` (the file uses
-        ``nn.DataParallel``, which scatters CPU inputs), only a torch function's own arguments
+        and one left behind; ``None`` if none. Where ``scatters`` (the call may reach a model
+        wrapped in ``nn.DataParallel``, which scatters CPU inputs), only a torch function's own arguments
         (``torch.cat([a, b.to(d)])``) count."""
         moved = self.frame.moved_groups
         if not moved or not self.computes(call.func):
@@ -279,7 +279,7 @@ class PartialBatches:
         whose input, its first positional argument that is no model, was left behind."""
         moved = self.frame.moved_groups
         func = call.func
-        if not moved or self.scatters or func.__class__ not in (cst.Name, cst.Attribute):
+        if not moved or func.__class__ not in (cst.Name, cst.Attribute) or self.scattering(call):
             return None
         if self.model_named(func) or self.loss_named(func) or not self.computes(func):
             return None

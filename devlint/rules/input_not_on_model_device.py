@@ -67,6 +67,36 @@ def _candidate_in_place(facts) -> bool:
     return False
 
 
+#: comparison operators that compare tensors element by element (not ``is``, ``in``)
+_ELEMENTWISE_OPS = (ast.Eq, ast.NotEq, ast.Lt, ast.LtE, ast.Gt, ast.GtE)
+_OPERANDS = (ast.Name, ast.Attribute, ast.Subscript)
+
+
+def _candidate_comparison(facts) -> bool:
+    """An element-wise comparison (``out.argmax(1) == y``) with an operand that may be a CPU
+    tensor (a name, an attribute or a subscript, not :meth:`devlint.precheck.CpuFlow.quiet`), in
+    a unit that may move something: :meth:`devlint.dataflow.DeviceFlow.check_comparison` may
+    report it."""
+    for unit in facts.units:
+        if not unit_may_move(unit, facts, DTYPES):
+            continue
+        root = unit.node if unit.node is not None else facts.tree
+        flow = None
+        stack = [(statement, root) for statement in unit.statements]
+        while stack:
+            node, context = stack.pop()
+            if node.__class__ is ast.Compare and any(op.__class__ in _ELEMENTWISE_OPS for op in node.ops):
+                for operand in (node.left, *node.comparators):
+                    if operand.__class__ in _OPERANDS:
+                        flow = flow or CpuFlow(facts, root)
+                        if not flow.quiet(operand, context):
+                            return True
+            elif node.__class__ in (ast.FunctionDef, ast.AsyncFunctionDef):
+                context = node
+            stack.extend((child, context) for child in ast.iter_child_nodes(node))
+    return False
+
+
 class InputNotOnModelDevice(Rule):
     """A model moved to a device is called with a tensor that is still on the CPU."""
 
@@ -85,8 +115,10 @@ class InputNotOnModelDevice(Rule):
         method named like a model or a loss (or ``generate``/``forward``/``encode``), or
         ``self.<x>`` where the class or the module may move something (a moved model kept on
         ``self``); or an augmented assignment whose target may be such a tensor
-        (``x += noise``); or a ``LightningModule`` (:mod:`devlint.lightning_steps`)."""
-        return _candidate_call(facts) is not None or _candidate_in_place(facts) or "LightningModule" in facts.text
+        (``x += noise``); or an element-wise comparison with such an operand (``out == y``);
+        or a ``LightningModule`` (:mod:`devlint.lightning_steps`)."""
+        return (_candidate_call(facts) is not None or _candidate_in_place(facts) or _candidate_comparison(facts)
+                or "LightningModule" in facts.text)
 
     what_it_does = """
 Follows, in each function and in the module body, which names hold a model moved with
@@ -138,7 +170,10 @@ moves nothing itself, at a helper call (`pred = self.get_logits(x)`) whose outpu
 a loss or a model, and at a step function of this file given a moved item and one left behind
 (`training_step(image, target)`, a closure or a module function that moves nothing itself); a
 layer the class builds for itself (`self.embed_user = nn.Embedding(...)`), called in one of its
-methods that is no `forward`, needs no moved item beside it. Items a helper parses out of one
+methods that is no `forward`, needs no moved item beside it. An item left behind compared with
+the model's output (`(torch.argmax(out, -1) == targets).sum()`, `out.argmax(1).eq(y)`) is
+flagged there: CUDA raises for a device tensor compared with a CPU one of more than 0 dims (not
+a parameter of the function, which may be a number, nor an element `y[0]`, which is 0-dim). Items a helper parses out of one
 unmoved batch (`imgs, pids = self.parse_data(data)`, a helper that moves nothing) and the parts of a step parameter (`x, y = batch_x`) are items of it.
 
 Tensors moved with `.to(device)` (also `{k: v.to(device) for k, v in batch.items()}` and
@@ -153,8 +188,10 @@ a batch (a loop counter such as `iteration`, a `cfg`, a classmethod's `cls`, who
 instance), an argument a helper of this file only holds (fills `out.set(...)`, hands on as
 `generation_config=cfg`), calls that hand their arguments to another callable (`Thread(target=f,
 args=...)`), a tensor this function builds with `device=` (no model's output), a value moved only
-onto another model's device (`x.to(self.ref_model.device)` beside `self.model(x)`), `nn.DataParallel` (which scatters
-CPU inputs), Lightning `LightningModule` methods and code that uses `accelerate`
+onto another model's device (`x.to(self.ref_model.device)` beside `self.model(x)`), a model still wrapped in
+`nn.DataParallel` where it is called (which scatters CPU inputs; also through an alias, a
+parameter a call of this file passes it to, a helper of this file that calls it, a subclass;
+not a model unwrapped again with `.module`, nor the file's other models), Lightning `LightningModule` methods and code that uses `accelerate`
 (`accelerator.prepare`), which place the data themselves. What Lightning does not place is a
 tensor a step builds: in a `LightningModule`'s `*_step` method or per-batch/per-epoch hook
 (`on_validation_epoch_end`), a factory without `device=`, `torch.tensor([...])` or
@@ -256,6 +293,8 @@ for x, y in loader:
         #: calls that are the bug if the module's call sites say so: (node, statement, needs)
         self._pending: list[tuple[cst.Call, int, frozenset, str]] = []
         self._reported: set[int] = set()
+        #: comprehensions and lambdas being walked (their comparisons are not judged)
+        self._nested = 0
 
     def _message(self, arg: cst.Arg | None) -> str:
         """The message, naming the CPU-side argument when its code is short (``target``,
@@ -289,6 +328,22 @@ for x, y in loader:
             self.report(node, self._message(flow.culprit))
         elif needs:
             self._pending.append((node, self.ctx.statement_index, needs, self._message(flow.culprit)))
+
+    def visit_Comparison(self, node: cst.Comparison) -> None:
+        if self._nested:
+            return  # a comprehension's or a lambda's own names: the flow reads the frame's
+        operand = self.ctx.analysis(DeviceFlow).check_comparison(node)
+        if operand is not None:
+            self.report(node, self._message(cst.Arg(value=operand)))
+
+    def _enter(self, node: cst.CSTNode) -> None:
+        self._nested += 1
+
+    def _leave(self, node: cst.CSTNode) -> None:
+        self._nested -= 1
+
+    visit_ListComp = visit_SetComp = visit_DictComp = visit_GeneratorExp = visit_Lambda = _enter
+    leave_ListComp = leave_SetComp = leave_DictComp = leave_GeneratorExp = leave_Lambda = _leave
 
     def visit_AugAssign(self, node: cst.AugAssign) -> None:
         target = self.ctx.analysis(DeviceFlow).check_in_place(node)
