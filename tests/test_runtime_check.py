@@ -239,6 +239,9 @@ def test_bad_arguments_raise():
     with pytest.raises(TypeError, match="factory"):
         TrainingStep(model, torch.randn(4, 10), lambda m, b: m(b).sum(),
                      torch.optim.SGD(model.parameters(), lr=0.1))
+    with pytest.raises(TypeError, match=r"loss module \(CrossEntropyLoss\).*lambda m, b"):
+        TrainingStep(model, (torch.randn(4, 10), torch.zeros(4, dtype=torch.long)), nn.CrossEntropyLoss(),
+                     lambda p: torch.optim.SGD(p, lr=0.1))
 
 
 def test_nested_batches_and_bad_loss():

@@ -196,6 +196,7 @@ def test_cli_writes_html_and_markdown(tmp_path):
     assert "(seed 0 (model and batch built under it), torch" in proc.stdout  # NAME() ran after seeding
     text = page.read_text(encoding="utf-8")
     assert "<h2>Device placement</h2>" in text and "pos (AddPosition)" in text and "failed" in text
+    assert f"wrote the HTML report to {page}" in proc.stderr  # where it went, as the user asked
 
 
 def test_a_failing_assert_step_ok_attaches_the_html(tmp_path):

@@ -46,6 +46,7 @@ def test_a_second_scaler_step_before_update_is_named(unscale, op):
     f = r.errors[0]
     assert (f.kind, f.op, f.module) == ("step-error", op, "step_fn (the training step)"), str(r)
     assert "no scaler.update() between" in f.message and "after every scaler.step" in f.fix
+    assert f.related == "DEV204"  # the static rule of a step without its update, not DEV203's bypass
 
 
 @pytest.mark.parametrize("unscale", [True, False])

@@ -183,6 +183,7 @@ def run(args: argparse.Namespace) -> int:
         except OSError as exc:
             print(f"{_PROG}: cannot write {html_path}: {exc.strerror or exc}", file=sys.stderr)
             return 2
+        print(f"{_PROG}: wrote the HTML report to {html_path}", file=sys.stderr)
     if any(f.details.get("exit") for f in report.findings):
         print(f"{_PROG}: the step called sys.exit(); see the report", file=sys.stderr)
         return 2

@@ -91,6 +91,7 @@ class Raw:
     grad_late: list = field(default_factory=list)  # gradients a scaled backward reached after unscale_
     scaled_autograd_grad: bool = False  # a step_fn took torch.autograd.grad of scaler.scale(...)
     fix: str | None = None  # a scaler misuse's own fix, when the step raised for it
+    related: str | None = None  # the static rule of that misuse, when not DEV203's
     fresh_scaler: float | None = None  # float16: init_scale of a GradScaler the step made and dropped
     mixes: list = field(default_factory=list)
     unmoved: dict = field(default_factory=dict)
@@ -403,7 +404,7 @@ def _run_once(step: TrainingStep, device: str, mode: str, seed: int, *, keep: bo
             raw.error_kind, raw.op = "other", "torch.nn.utils.clip_grad_norm_"
             raw.error, raw.fix = clip_refusal(raw.error, scaler.get_scale() if mode == "float16" else None)
         elif (stepped := scaler_order.order_error(exc)) is not None:
-            raw.error_kind = "scaler-step"
+            raw.error_kind, raw.related = "scaler-step", "DEV204"  # an update() missing between steps
             raw.op, raw.error, raw.fix = stepped
         elif _UNSUPPORTED.search(text) and mode != "float32":
             raw.error_kind = "unsupported"

@@ -375,7 +375,7 @@ def _row(step, raw: Raw, ref: Raw, tol: Tolerances, seed: int, cross: bool, repo
             report.findings.append(Finding(
                 "step-error", f"{raw.error} ({raw.device} {raw.mode})",
                 raw.fix or "step with scaler.step(optimizer) instead of optimizer.step(), then scaler.update()",
-                module=raw.module, op=raw.op, device=raw.device, mode=raw.mode, related="DEV203"))
+                module=raw.module, op=raw.op, device=raw.device, mode=raw.mode, related=raw.related or "DEV203"))
         elif raw.error_kind == "exit":
             report.findings.append(Finding(
                 "step-error", f"{raw.error} on {raw.device} {raw.mode}", "raise an exception instead "

@@ -178,6 +178,11 @@ class TrainingStep:
             raise TypeError("optimizer is not callable; pass a factory params -> Optimizer")
         if not callable(self.loss_fn):
             raise TypeError("loss_fn is not callable; pass a function (model, batch) -> loss")
+        if isinstance(self.loss_fn, torch.nn.modules.loss._Loss):
+            raise TypeError(
+                f"loss_fn is a loss module ({type(self.loss_fn).__name__}), called as loss_fn(model, batch); "
+                "pass a function that runs the model, e.g. lambda m, b: criterion(m(b[0]), b[1])"
+            )
         if self.step_fn is not None and not callable(self.step_fn):
             raise TypeError("step_fn is not callable; pass (model, batch, optimizer, scaler) -> loss")
         if self.scheduler is not None and not callable(self.scheduler):
