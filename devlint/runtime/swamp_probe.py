@@ -20,17 +20,14 @@ run that the other replays left unexplained.
 
 from __future__ import annotations
 
-import contextlib
-import copy
 from dataclasses import dataclass
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from . import autocast_policy, emulate
-from .own_autocast import cuda_on_cpu
-from .standin import Tracker, module_label
-from .step import TrainingStep, map_tensors, seed_host
+from .loss_replay import replay_loss
+from .standin import module_label
+from .step import TrainingStep
 
 __all__ = ["Swamped", "swamp_probe", "MIN_CALLS", "LOST_SHARE"]
 
@@ -96,16 +93,7 @@ def swamp_probe(step: TrainingStep, device: str, dtype: torch.dtype, seed: int,
     """Replay ``step.loss_fn`` on a fresh copy of the model on ``device`` under autocast
     ``dtype`` (float16 or bfloat16) and return the accumulation whose rounding takes the largest share of
     its increments (see the module docstring), or None. Exceptions from the step propagate."""
-    model = copy.deepcopy(step.model).to(device)
-    batch = map_tensors(lambda t: t.to(device), step.batch)
-    tracker = Tracker()
-    probe = _Probe(tracker, model)
-    torch.manual_seed(seed)
-    seed_host(seed)
-    own = cuda_on_cpu() if device == "cpu" and autocast_policy.current() == "cuda" else contextlib.nullcontext()
-    with emulate.cpu_kernels(device, dtype, kernels, model), tracker, probe, own, \
-            torch.autocast(device_type=device, dtype=dtype):
-        step.loss_fn(model, batch)
+    probe = replay_loss(step, device, dtype, seed, kernels, _Probe)
     found = [(lost / size, op, module, calls) for (op, module), (calls, lost, size) in probe.sites.items()
              if calls >= MIN_CALLS and size > 0 and lost >= LOST_SHARE * size]
     if not found:

@@ -19,19 +19,16 @@ inf/NaN op had a zero among its finite inputs (``log(0)``, ``x / 0``).
 
 from __future__ import annotations
 
-import contextlib
-import copy
 from dataclasses import dataclass
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_map
 
-from . import autocast_policy, emulate
-from .own_autocast import cuda_on_cpu
+from .loss_replay import replay_loss
 from .probes import EMPTY_FAMILY, _tensors
-from .standin import Tracker, module_label
-from .step import TrainingStep, map_tensors, seed_host
+from .standin import module_label
+from .step import TrainingStep
 
 __all__ = ["Flushed", "underflow_probe", "FLUSHED_SHARE"]
 
@@ -103,14 +100,5 @@ def underflow_probe(step: TrainingStep, device: str, dtype: torch.dtype, seed: i
     """Replay ``step.loss_fn`` on a fresh copy of the model on ``device`` under autocast
     ``dtype`` (float16 or bfloat16) and return the first op that flushes to zero values
     float32 keeps (see the module docstring), or None. Exceptions from the step propagate."""
-    model = copy.deepcopy(step.model).to(device)
-    batch = map_tensors(lambda t: t.to(device), step.batch)
-    tracker = Tracker()
-    probe = _Probe(tracker, model)
-    torch.manual_seed(seed)
-    seed_host(seed)
-    own = cuda_on_cpu() if device == "cpu" and autocast_policy.current() == "cuda" else contextlib.nullcontext()
-    with emulate.cpu_kernels(device, dtype, kernels, model), tracker, probe, own:
-        with torch.autocast(device_type=device, dtype=dtype):
-            step.loss_fn(model, batch)
+    probe = replay_loss(step, device, dtype, seed, kernels, _Probe)
     return probe.first
