@@ -239,6 +239,12 @@ def _zero_from_underflow(step, raw, nf, dtype, seed: int):
         return None
 
 
+def _listed(names: list) -> str:
+    """The first :data:`MAX_LISTED` names, comma-separated, and how many more there are."""
+    more = f" and {len(names) - MAX_LISTED} more" if len(names) > MAX_LISTED else ""
+    return ", ".join(names[:MAX_LISTED]) + more
+
+
 def mismatch_finding(step, raw, verdict: Verdict, seed: int, tol: Tolerances) -> Finding:
     model = step.model
     listed = verdict.worst[:MAX_LISTED]
@@ -253,7 +259,7 @@ def mismatch_finding(step, raw, verdict: Verdict, seed: int, tol: Tolerances) ->
     fit = raw.errors.uniform_factor(tol) if raw.errors is not None else None
     edited = getattr(raw, "grad_edits", None)
     if edited:  # the step changed scaled gradients in place before unscaling them: the cause
-        shown = ", ".join(edited[:MAX_LISTED]) + (f" and {len(edited) - MAX_LISTED} more" if len(edited) > MAX_LISTED else "")
+        shown = _listed(edited)
         factor = ""
         if fit is not None and abs(fit[0] - 1) > 0.5 and fit[1] < 0.1:
             factor = f", the float32 ones times {fit[0]:.2g}, one factor for the whole model"
@@ -269,8 +275,7 @@ def mismatch_finding(step, raw, verdict: Verdict, seed: int, tol: Tolerances) ->
             device=raw.device, mode=raw.mode, related="DEV205", details={**details, "edited": edited})
     unscaled = getattr(raw, "grad_unscaled", None)
     if unscaled:  # a backward of a loss the scaler never scaled, then divided by the scale
-        shown = ", ".join(unscaled[:MAX_LISTED]) + (
-            f" and {len(unscaled) - MAX_LISTED} more" if len(unscaled) > MAX_LISTED else "")
+        shown = _listed(unscaled)
         return Finding(
             "mismatch",
             f"{raw.mode} gradients on {raw.device} differ from float32 (whole-model error "
@@ -283,7 +288,7 @@ def mismatch_finding(step, raw, verdict: Verdict, seed: int, tol: Tolerances) ->
             device=raw.device, mode=raw.mode, related="DEV203", details={**details, "unscaled": unscaled})
     late = getattr(raw, "grad_late", None)
     if late:  # a scaled backward after unscale_: its part is stepped still times the scale
-        shown = ", ".join(late[:MAX_LISTED]) + (f" and {len(late) - MAX_LISTED} more" if len(late) > MAX_LISTED else "")
+        shown = _listed(late)
         return Finding(
             "mismatch",
             f"{raw.mode} gradients on {raw.device} differ from float32 (whole-model error "
