@@ -109,17 +109,16 @@ class GuardTracker(Participant):
         scope, is true only where CUDA is (``GradScaler("cuda") if use_amp else None`` guards)."""
         if not isinstance(block, cst.IndentedBlock):
             return
-        scope = self.ctx.scope
+        cleared = [name for statement in block.body if isinstance(statement, cst.SimpleStatementLine)
+                   for small in statement.body
+                   if small.__class__ is cst.Assign and small.value.__class__ is cst.Name and small.value.value == "False"
+                   for name in (dotted(t.target) for t in small.targets) if name]
+        if not cleared:
+            return
+        scope = self.ctx.scope  # the scope's text only where a flag is cleared (rare)
         text = cst.Module([]).code_for_node(scope.node) if scope is not None else self.ctx.text
-        for statement in block.body:
-            if not isinstance(statement, cst.SimpleStatementLine):
-                continue
-            for small in statement.body:
-                if small.__class__ is cst.Assign and small.value.__class__ is cst.Name and small.value.value == "False":
-                    for target in small.targets:
-                        name = dotted(target.target)
-                        if name and not re.search(rf"(?<![\w.]){re.escape(name)}\s*=\s*True\b", text):
-                            self.ctx.guard_names.add(name)
+        self.ctx.guard_names.update(
+            name for name in cleared if not re.search(rf"(?<![\w.]){re.escape(name)}\s*=\s*True\b", text))
 
     def visit_For(self, node: cst.For) -> None:
         # for i in range(torch.cuda.device_count()): the body runs only with a device
